@@ -1,0 +1,364 @@
+"""The :class:`Structure` base class: what every structure offers, derived from a few primitives.
+
+A structure is a stateless algorithm over *potentials* (log-potentials over parts). A subclass
+implements
+
+- :meth:`Structure._check` (validate and normalise ``potentials`` and ``lengths``),
+- :meth:`Structure._inside` (the inside pass over any semiring of :mod:`structssl.semirings`),
+- :meth:`Structure._argmax` and :meth:`Structure._kbest` (decoding with tensor backtracking),
+- :meth:`Structure.to_parts` / :meth:`Structure.from_parts`,
+- :meth:`Structure.hamming_potentials` (the Hamming cost written linearly in parts),
+
+and the base class derives log-partition, marginals (autograd of the log-partition), scores,
+smoothed max, cost-augmented decoding (Hamming, and 0/1 through the 2-best decoder) and
+masking. ``potentials`` is a tensor or, for structures with several kinds of parts (CKY,
+multi-label), a tuple of tensors; ``parts`` always has the same layout as ``potentials``. All
+tensors are batch first.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from structssl.semirings import LOG_ZERO, KMax, Log, Max, Semiring, SmoothMax
+
+Potentials = Union[Tensor, tuple[Tensor, ...]]
+Cost = Literal["hamming", "zero_one"]
+COSTS: tuple[str, ...] = ("hamming", "zero_one")
+
+__all__ = ["Structure", "Potentials", "Cost", "as_tuple", "like", "as_detached", "positive_int"]
+
+
+def positive_int(value: int, name: str) -> int:
+    """``value`` if it is an int >= 1, else a ``ValueError`` naming ``name``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1; got {value!r}")
+    return value
+
+
+def as_tuple(potentials: Potentials) -> tuple[Tensor, ...]:
+    """``potentials`` as a tuple of tensors (a tensor becomes a 1-tuple)."""
+    return (potentials,) if isinstance(potentials, Tensor) else tuple(potentials)
+
+
+def like(template: Potentials, tensors: Sequence[Tensor]) -> Potentials:
+    """Re-pack ``tensors`` in the container type of ``template`` (tensor or tuple)."""
+    if isinstance(template, Tensor):
+        (only,) = tensors
+        return only
+    return type(template)(*tensors) if hasattr(template, "_fields") else tuple(tensors)
+
+
+def _batch_dot(a: Potentials, b: Potentials) -> Tensor:
+    """Sum over every non-batch dimension of ``a * b``, summed over components. Shape (B,)."""
+    total = None
+    for x, y in zip(as_tuple(a), as_tuple(b)):
+        term = (x * y).flatten(1).sum(1)
+        total = term if total is None else total + term
+    assert total is not None
+    return total
+
+
+class Structure:
+    """Base class of all structures (stateless; owns no parameters).
+
+    Args:
+        validate: check values (``lengths`` in range, ``labels`` in range, no NaN potentials)
+            at the public entry points. Shape and dtype checks are always on; value checks
+            synchronise with the device and can be switched off in hot loops once inputs are
+            known to be valid.
+    """
+
+    #: the layout of one example's potentials, for documentation and error messages
+    event_shape_doc: str = ""
+
+    def __init__(self, validate: bool = True) -> None:
+        self.validate = bool(validate)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    # ------------------------------------------------------------------ primitives
+    def _check(self, potentials: Potentials, lengths: Optional[Tensor]) -> tuple[Potentials, Tensor]:
+        """Validate inputs; return potentials and ``lengths`` as a (B,) long tensor."""
+        raise NotImplementedError
+
+    def _inside(self, potentials: Potentials, lengths: Tensor, semiring: Semiring) -> Tensor:
+        """Inside pass: semiring sum over all structures. Shape (B, *S)."""
+        raise NotImplementedError
+
+    def _argmax(self, potentials: Potentials, lengths: Tensor) -> Tensor:
+        """Best labels by tensor backtracking (no autograd)."""
+        raise NotImplementedError
+
+    def _kbest(self, potentials: Potentials, k: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """The k best distinct labels, best first: ``(labels (B, k, ...), scores (B, k))``.
+
+        Scores come from the decoder's own dynamic program (not differentiated); ranks that
+        do not exist (fewer than k structures) must have score ``-inf``.
+        """
+        raise NotImplementedError
+
+    def to_parts(self, labels: Tensor, lengths: Optional[Tensor] = None) -> Potentials:
+        """Labels to 0/1 parts shaped like potentials."""
+        raise NotImplementedError
+
+    def from_parts(self, parts: Potentials, lengths: Optional[Tensor] = None) -> Tensor:
+        """0/1 (or fractional: the most likely label per position) parts to labels."""
+        raise NotImplementedError
+
+    def hamming_potentials(self, target: Tensor, lengths: Optional[Tensor] = None) -> Potentials:
+        """Hamming cost Delta(target, .) written linearly in parts.
+
+        Returns ``cost`` shaped like potentials with ``score(cost, y) == hamming(target, y)``
+        for every structure ``y``.
+        """
+        raise NotImplementedError
+
+    def hamming(self, target: Tensor, labels: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
+        """Hamming distance between two label tensors of the same shape. Shape (B,)."""
+        cost = self.hamming_potentials(target, lengths)
+        return _batch_dot(cost, self.to_parts(labels, lengths))
+
+    def _check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
+        """Validate labels against checked lengths; return them as long."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ derived operations
+    def check(
+        self, potentials: Potentials, lengths: Optional[Tensor] = None
+    ) -> tuple[Potentials, Tensor]:
+        """Validate ``potentials`` and ``lengths`` as every entry point does.
+
+        Returns:
+            The potentials (unchanged) and ``lengths`` as a (B,) long tensor on their device.
+
+        Raises:
+            ValueError: naming the argument with the expected and actual values.
+        """
+        tensors = as_tuple(potentials)
+        for i, x in enumerate(tensors):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"potentials[{i}] must be a torch.Tensor; got {type(x).__name__}")
+            if not x.is_floating_point():
+                raise ValueError(f"potentials must be floating point; got dtype {x.dtype}")
+            if x.dim() == 0 or x.shape[0] == 0:
+                raise ValueError(
+                    f"potentials must have a non-empty batch dimension; got shape {tuple(x.shape)}"
+                )
+            if self.validate and torch.isnan(x).any():
+                raise ValueError("potentials contain NaN")
+        return self._check(potentials, lengths)
+
+    def log_partition(self, potentials: Potentials, lengths: Optional[Tensor] = None) -> Tensor:
+        """log Z: log-sum-exp of the scores of all structures. Shape (B,)."""
+        potentials, lengths = self.check(potentials, lengths)
+        return self._inside(potentials, lengths, Log())
+
+    def smoothed_max(
+        self, potentials: Potentials, temperature: float, lengths: Optional[Tensor] = None
+    ) -> Tensor:
+        """``temperature * log Z(potentials / temperature)``, a smooth upper bound of the max.
+
+        Shape (B,).
+        """
+        potentials, lengths = self.check(potentials, lengths)
+        return self._inside(potentials, lengths, SmoothMax(temperature))
+
+    def max(self, potentials: Potentials, lengths: Optional[Tensor] = None) -> Tensor:
+        """Score of the best structure (Max semiring inside pass). Shape (B,)."""
+        potentials, lengths = self.check(potentials, lengths)
+        return self._inside(potentials, lengths, Max())
+
+    def kmax(self, potentials: Potentials, k: int, lengths: Optional[Tensor] = None) -> Tensor:
+        """Scores of the k best structures by the KMax semiring (no labels). Shape (B, k)."""
+        potentials, lengths = self.check(potentials, lengths)
+        return self._inside(potentials, lengths, KMax(k))
+
+    def marginals(
+        self,
+        potentials: Potentials,
+        lengths: Optional[Tensor] = None,
+        create_graph: bool = False,
+    ) -> Potentials:
+        """Part marginals: the gradient of the log-partition. Shaped like ``potentials``.
+
+        The caller's tensors are never modified (no ``requires_grad_`` on them).
+
+        Args:
+            create_graph: keep the graph so that the marginals can be differentiated again.
+        """
+        potentials, lengths = self.check(potentials, lengths)
+        with torch.enable_grad():
+            inputs = tuple(
+                x if x.requires_grad and create_graph else x.detach().requires_grad_()
+                for x in as_tuple(potentials)
+            )
+            log_z = self._inside(like(potentials, inputs), lengths, Log())
+            grads = torch.autograd.grad(log_z.sum(), inputs, create_graph=create_graph)
+        return like(potentials, grads)
+
+    def argmax(
+        self, potentials: Potentials, lengths: Optional[Tensor] = None
+    ) -> tuple[Tensor, Tensor]:
+        """The best structure by tensor backtracking; works under ``torch.inference_mode``.
+
+        Returns:
+            ``(labels, scores)``: labels in the structure's compact form and their scores (B,).
+            The scores are differentiable with respect to ``potentials``.
+        """
+        potentials, lengths = self.check(potentials, lengths)
+        with torch.no_grad():
+            labels = self._argmax(as_detached(potentials), lengths)
+        return labels, self._score(potentials, labels, lengths)
+
+    def kbest(
+        self, potentials: Potentials, k: int, lengths: Optional[Tensor] = None
+    ) -> tuple[Tensor, Tensor]:
+        """The ``k`` best distinct structures, best first.
+
+        Returns:
+            ``(labels, scores)`` of shapes (B, k, ...) and (B, k). Where fewer than ``k``
+            structures exist, the missing ranks have score ``-inf`` and arbitrary labels.
+        """
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"k must be an int >= 1; got {k!r}")
+        potentials, lengths = self.check(potentials, lengths)
+        with torch.no_grad():
+            labels, dp_scores = self._kbest(as_detached(potentials), k, lengths)
+        scores = self._score_k(potentials, labels, lengths)  # (B, k), differentiable
+        return labels, scores.masked_fill(torch.isneginf(dp_scores), float("-inf"))
+
+    def _score_k(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
+        """Scores of (B, k, ...) labels. Shape (B, k)."""
+        b, k = labels.shape[:2]
+        flat = labels.flatten(0, 1)
+        rep = like(
+            potentials,
+            [x.repeat_interleave(k, dim=0) for x in as_tuple(potentials)],
+        )
+        return self._score(rep, flat, lengths.repeat_interleave(k)).view(b, k)
+
+    def score(
+        self, potentials: Potentials, labels: Tensor, lengths: Optional[Tensor] = None
+    ) -> Tensor:
+        """Score (sum of potentials of the parts) of the given labels. Shape (B,)."""
+        potentials, lengths = self.check(potentials, lengths)
+        labels = self._check_labels(labels, lengths)
+        return self._score(potentials, labels, lengths)
+
+    def _score(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
+        return _batch_dot(potentials, self.to_parts(labels, lengths))
+
+    def cost_augmented_potentials(
+        self,
+        potentials: Potentials,
+        target: Tensor,
+        lengths: Optional[Tensor] = None,
+        scale: float = 1.0,
+    ) -> Potentials:
+        """``potentials + scale * Delta_hamming(target, .)`` written in parts."""
+        cost = self.hamming_potentials(target, lengths)
+        return like(
+            potentials,
+            [p + scale * c.to(p.dtype) for p, c in zip(as_tuple(potentials), as_tuple(cost))],
+        )
+
+    def cost_augmented_argmax(
+        self,
+        potentials: Potentials,
+        target: Tensor,
+        lengths: Optional[Tensor] = None,
+        cost: Cost = "hamming",
+    ) -> tuple[Tensor, Tensor]:
+        """``argmax_y s(y) + Delta(target, y)`` (loss-augmented decoding, margin rescaling).
+
+        Hamming cost folds into the potentials; 0/1 cost uses the 2-best decoder: the answer is
+        the best structure other than ``target`` when its score + 1 beats the target's score.
+
+        Returns:
+            ``(labels, augmented_scores)``: the maximiser and ``s(y) + Delta(target, y)`` (B,).
+        """
+        if cost not in COSTS:
+            raise ValueError(f"cost must be one of {COSTS}; got {cost!r}")
+        potentials, lengths = self.check(potentials, lengths)
+        target = self._check_labels(target, lengths, "target")
+        if cost == "hamming":
+            aug = self.cost_augmented_potentials(potentials, target, lengths)
+            return self.argmax(aug, lengths)
+        labels, scores = self.kbest(potentials, 2, lengths)  # (B, 2, ...), (B, 2)
+        other, other_score = self._best_other(labels, scores, target)
+        target_score = self._score(potentials, target, lengths)
+        take_other = other_score + 1.0 > target_score  # ties go to the target (cost 0)
+        shape = (-1,) + (1,) * (target.dim() - 1)
+        best = torch.where(take_other.view(shape), other, target)
+        return best, torch.where(take_other, other_score + 1.0, target_score)
+
+    def cost_augmented_kbest(
+        self,
+        potentials: Potentials,
+        target: Tensor,
+        k: int,
+        lengths: Optional[Tensor] = None,
+        cost: Cost = "hamming",
+    ) -> tuple[Tensor, Tensor]:
+        """The ``k`` best structures under ``s(y) + Delta(target, y)``, best first.
+
+        For 0/1 cost, the ``k`` best structures other than ``target`` (each with cost 1), so
+        the target itself (cost 0) is never among them; this is the candidate set of the
+        runner-up decoders. Returns ``(labels (B, k, ...), augmented_scores (B, k))``.
+        """
+        if cost not in COSTS:
+            raise ValueError(f"cost must be one of {COSTS}; got {cost!r}")
+        potentials, lengths = self.check(potentials, lengths)
+        target = self._check_labels(target, lengths, "target")
+        if cost == "hamming":
+            aug = self.cost_augmented_potentials(potentials, target, lengths)
+            return self.kbest(aug, k, lengths)
+        labels, scores = self.kbest(potentials, k + 1, lengths)  # (B, k+1, ...)
+        same = self._same(labels, target.unsqueeze(1))  # (B, k+1)
+        # stable order: non-target ranks first, keeping their order
+        order = torch.sort(same.to(torch.int8), dim=1, stable=True).indices[:, :k]
+        idx = order.view(order.shape + (1,) * (labels.dim() - 2)).expand(
+            (-1, -1) + labels.shape[2:]
+        )
+        return labels.gather(1, idx), scores.gather(1, order) + 1.0
+
+    def _best_other(
+        self, labels: Tensor, scores: Tensor, target: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """From the 2-best list, the best structure different from ``target``."""
+        first_is_target = self._same(labels[:, :1], target.unsqueeze(1))[:, 0]
+        shape = (-1,) + (1,) * (target.dim() - 1)
+        other = torch.where(first_is_target.view(shape), labels[:, 1], labels[:, 0])
+        other_score = torch.where(first_is_target, scores[:, 1], scores[:, 0])
+        return other, other_score
+
+    def _same(self, a: Tensor, b: Tensor) -> Tensor:
+        """Whether labels ``a`` (B, k, ...) equal ``b`` (B, 1, ...). Shape (B, k).
+
+        Padded label values are always 0 (decoders write 0 there and ``_check_labels`` zeroes
+        them), so a plain equality over all positions is exact.
+        """
+        return (a == b).flatten(2).all(-1)
+
+    def mask_potentials(self, potentials: Potentials, allowed: Potentials) -> Potentials:
+        """Constrained decoding by masking: parts where ``allowed`` is False get ``LOG_ZERO``.
+
+        ``allowed`` is a bool tensor (or tuple) broadcastable to ``potentials``. Linear part
+        costs (e.g. Lagrange multipliers) are applied by plain addition to the potentials.
+        """
+        out = []
+        for i, (p, a) in enumerate(zip(as_tuple(potentials), as_tuple(allowed))):
+            if a.dtype != torch.bool:
+                raise ValueError(f"allowed[{i}] must be a bool tensor; got dtype {a.dtype}")
+            out.append(torch.where(a, p, torch.full((), LOG_ZERO, dtype=p.dtype, device=p.device)))
+        return like(potentials, out)
+
+
+def as_detached(potentials: Potentials) -> Potentials:
+    """``potentials`` with every tensor detached (for decoders that need no autograd)."""
+    return like(potentials, [x.detach() for x in as_tuple(potentials)])
