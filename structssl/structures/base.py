@@ -149,8 +149,10 @@ class Structure:
                 raise ValueError(
                     f"potentials must have a non-empty batch dimension; got shape {tuple(x.shape)}"
                 )
-            if self.validate and torch.isnan(x).any():
-                raise ValueError("potentials contain NaN")
+            # one reduction instead of an isnan pass; a NaN sum is confirmed elementwise
+            # (+inf and -inf together also sum to NaN)
+            if self.validate and bool(torch.isnan(x.sum())) and bool(torch.isnan(x).any()):
+                raise ValueError(f"potentials contain NaN (potentials[{i}] of shape {tuple(x.shape)})")
         return self._check(potentials, lengths)
 
     def log_partition(self, potentials: Potentials, lengths: Optional[Tensor] = None) -> Tensor:
@@ -325,7 +327,8 @@ class Structure:
         idx = order.view(order.shape + (1,) * (labels.dim() - 2)).expand(
             (-1, -1) + labels.shape[2:]
         )
-        return labels.gather(1, idx), scores.gather(1, order) + 1.0
+        others = scores.masked_fill(same, float("-inf")) + 1.0  # the target is no candidate
+        return labels.gather(1, idx), others.gather(1, order)
 
     def _best_other(
         self, labels: Tensor, scores: Tensor, target: Tensor
@@ -343,7 +346,8 @@ class Structure:
         Padded label values are always 0 (decoders write 0 there and ``_check_labels`` zeroes
         them), so a plain equality over all positions is exact.
         """
-        return (a == b).flatten(2).all(-1)
+        equal = a == b  # (B, k, ...)
+        return equal.flatten(2).all(-1) if equal.dim() > 2 else equal
 
     def mask_potentials(self, potentials: Potentials, allowed: Potentials) -> Potentials:
         """Constrained decoding by masking: parts where ``allowed`` is False get ``LOG_ZERO``.

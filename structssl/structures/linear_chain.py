@@ -17,12 +17,12 @@ for the list Viterbi algorithm.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Literal, Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from structssl.semirings import LOG_ZERO, Semiring
+from structssl.semirings import LOG_ZERO, Log, Semiring
 from structssl.structures.base import Potentials, Structure, positive_int
 
 __all__ = ["LinearChain", "bio_allowed_transitions"]
@@ -34,13 +34,25 @@ class LinearChain(Structure):
     Args:
         num_labels: C, the number of labels.
         validate: check values at the public entry points (see :class:`Structure`).
+        log_kernel: how the Log-semiring forward pass (log-partition, marginals) combines a
+            step: ``"logsumexp"`` (exact in log space) or ``"expmm"`` (one batched matrix
+            product of exponentiated, max-shifted factors per step; faster, falls back to
+            log-sum-exp when it underflows). See ``benchmarks/README.md`` for which wins where.
     """
 
     event_shape_doc = "(N, C, C)"
 
-    def __init__(self, num_labels: int, validate: bool = True) -> None:
+    def __init__(
+        self,
+        num_labels: int,
+        validate: bool = True,
+        log_kernel: Literal["logsumexp", "expmm"] = "logsumexp",
+    ) -> None:
         super().__init__(validate)
         self.num_labels = positive_int(num_labels, "num_labels")
+        if log_kernel not in ("logsumexp", "expmm"):
+            raise ValueError(f"log_kernel must be one of 'logsumexp', 'expmm'; got {log_kernel!r}")
+        self.log_kernel = log_kernel
 
     def __repr__(self) -> str:
         return f"LinearChain(num_labels={self.num_labels})"
@@ -174,14 +186,43 @@ class LinearChain(Structure):
 
     # ------------------------------------------------------------------ dynamic programs
     def _inside(self, potentials: Tensor, lengths: Tensor, semiring: Semiring) -> Tensor:
+        if isinstance(semiring, Log) and self.log_kernel == "expmm":
+            log_z = self._log_partition_expmm(potentials, lengths)
+            if bool(torch.isfinite(log_z).all()):
+                return log_z
+            # underflow of exp(alpha - max) @ exp(potentials - max): redo in log space
         b, n, c, _ = potentials.shape
-        alpha = semiring.lift(potentials[:, 0, 0, :])  # (B, C, *S)
+        # unbind once: indexing potentials[:, t] in the loop would make autograd allocate a
+        # full-size zero gradient per step (O(N^2 C^2) backward traffic)
+        steps = potentials.unbind(1)  # N x (B, C_prev, C_next)
+        alpha = semiring.lift(steps[0][:, 0, :])  # (B, C, *S)
         extra = (1,) * (alpha.dim() - 2)
         for t in range(1, n):
             # alpha (B, C_prev, 1, *S) ⊗ potentials (B, C_prev, C_next) -> sum over C_prev
-            step = semiring.sum(semiring.mul_potentials(alpha.unsqueeze(2), potentials[:, t]), dim=1)
+            step = semiring.sum(semiring.mul_potentials(alpha.unsqueeze(2), steps[t]), dim=1)
             alpha = torch.where((t < lengths).view(b, 1, *extra), step, alpha)
         return semiring.sum(alpha, dim=1)  # (B, *S)
+
+    def _log_partition_expmm(self, potentials: Tensor, lengths: Tensor) -> Tensor:
+        """log Z with the exp-matmul kernel: each step is one batched matrix product.
+
+        ``alpha'_j = m + M_j + log sum_i exp(alpha_i - m) exp(potentials_ij - M_j)`` with
+        ``m = max_i alpha_i`` and ``M_j = max_i potentials_ij``, so both factors are in (0, 1].
+        The product can underflow to 0 when the rows that carry alpha's mass have scores far
+        below the column maximum (more than ~87 nats in float32); the caller checks for a
+        non-finite result and falls back to log-sum-exp.
+        """
+        b, n, c, _ = potentials.shape
+        col_max = potentials.amax(dim=2, keepdim=True)  # (B, N, 1, C)
+        weights = (potentials - col_max).exp().unbind(1)  # N x (B, C_prev, C_next) in (0, 1]
+        col_max = col_max.squeeze(2).unbind(1)  # N x (B, C)
+        alpha = potentials[:, 0, 0, :]  # (B, C)
+        for t in range(1, n):
+            shift = alpha.amax(dim=1, keepdim=True)  # (B, 1)
+            mass = torch.bmm((alpha - shift).exp().unsqueeze(1), weights[t]).squeeze(1)  # (B, C)
+            step = mass.log() + shift + col_max[t]
+            alpha = torch.where((t < lengths).view(b, 1), step, alpha)
+        return torch.logsumexp(alpha, dim=1)
 
     def _argmax(self, potentials: Tensor, lengths: Tensor) -> Tensor:
         b, n, c, _ = potentials.shape

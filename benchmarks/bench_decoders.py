@@ -1,0 +1,212 @@
+"""Decoder benchmark: structssl vs torch-struct vs pytorch-crf vs a plain batched loop.
+
+Same process, same inputs, medians over repeats (time) and profiler peak memory. Chains:
+log-partition forward, forward+backward (marginals), Viterbi with labels, 5-best. CKY: inside
+(forward, forward+backward) and argmax. Multi-label: exact enumeration vs dual decomposition.
+
+    python benchmarks/bench_decoders.py --quick          # about a minute on 2 CPU cores
+    python benchmarks/bench_decoders.py                  # full mode, writes results/decoders.json
+    python benchmarks/bench_decoders.py --device cuda    # adds B=1024, T=128, C=32 chains
+
+Each method starts from the same factored inputs (unary, transition, start, end); building a
+method's own potentials layout is inside its timed region.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import header, markdown_table, median_ms, peak_memory_mb, record, write_results  # noqa: E402
+
+from structssl.structures import LinearChain  # noqa: E402
+
+BENCH = "decoders"
+
+
+# ---------------------------------------------------------------------- plain batched loop
+def loop_log_partition(unary: torch.Tensor, transition: torch.Tensor, start: torch.Tensor,
+                       end: torch.Tensor) -> torch.Tensor:
+    """The textbook forward algorithm on factored potentials (the reference loop)."""
+    alpha = start + unary[:, 0]  # (B, C)
+    for t in range(1, unary.shape[1]):
+        alpha = torch.logsumexp(alpha.unsqueeze(2) + transition + unary[:, t].unsqueeze(1), dim=1)
+    return torch.logsumexp(alpha + end, dim=1)
+
+
+def loop_viterbi(unary: torch.Tensor, transition: torch.Tensor, start: torch.Tensor,
+                 end: torch.Tensor) -> torch.Tensor:
+    """Max-product loop with tensor backtracking (the reference Viterbi)."""
+    b, n, _ = unary.shape
+    alpha = start + unary[:, 0]
+    pointers = []
+    for t in range(1, n):
+        alpha, arg = (alpha.unsqueeze(2) + transition + unary[:, t].unsqueeze(1)).max(dim=1)
+        pointers.append(arg)
+    labels = torch.empty(b, n, dtype=torch.long, device=unary.device)
+    labels[:, -1] = (alpha + end).argmax(dim=1)
+    for t in range(n - 2, -1, -1):
+        labels[:, t] = pointers[t].gather(1, labels[:, t + 1 : t + 2]).squeeze(1)
+    return labels
+
+
+# ---------------------------------------------------------------------- chain methods
+def chain_methods(c: int, device: torch.device) -> dict[str, dict[str, Callable[..., Any]]]:
+    """task -> method -> fn(unary, transition, start, end)."""
+    ours = LinearChain(c, validate=False)
+    ours_mm = LinearChain(c, validate=False, log_kernel="expmm")
+    methods: dict[str, dict[str, Callable[..., Any]]] = {
+        "logZ": {
+            "structssl:logsumexp": lambda u, a, s, e: ours.log_partition(ours.potentials_from(u, a, s, e)),
+            "structssl:expmm": lambda u, a, s, e: ours_mm.log_partition(ours_mm.potentials_from(u, a, s, e)),
+            "plain-loop": loop_log_partition,
+        },
+        "viterbi": {
+            "structssl": lambda u, a, s, e: ours.argmax(ours.potentials_from(u, a, s, e))[0],
+            "plain-loop": loop_viterbi,
+        },
+        "kbest5": {
+            "structssl": lambda u, a, s, e: ours.kbest(ours.potentials_from(u, a, s, e), 5)[0],
+        },
+    }
+    try:
+        import torch_struct
+
+        torch_struct.LinearChainCRF.arg_constraints = {}  # silences harvardnlp/pytorch-struct#120
+
+        def ts_edges(u: torch.Tensor, a: torch.Tensor, s: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+            edges = u[:, 1:, :, None] + a.T  # (B, N - 1, C_next, C_prev)
+            first = (u[:, 0] + s)[:, None, None, :]
+            last = e[None, None, :, None]
+            pad = torch.zeros_like(edges[:, :1])
+            return edges + torch.cat([first + pad, torch.zeros_like(edges[:, 1:])], 1) + torch.cat(
+                [torch.zeros_like(edges[:, :-1]), last + pad], 1)
+
+        def ts_argmax(u: torch.Tensor, a: torch.Tensor, s: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+            parts = torch_struct.LinearChainCRF(ts_edges(u, a, s, e)).argmax  # (B, N-1, C, C)
+            first = parts[:, 0].sum(1).argmax(-1, keepdim=True)  # C_prev of the first edge
+            return torch.cat([first, parts.sum(-1).argmax(-1)], dim=1)
+
+        methods["logZ"]["torch-struct"] = lambda u, a, s, e: torch_struct.LinearChainCRF(ts_edges(u, a, s, e)).partition
+        methods["viterbi"]["torch-struct"] = ts_argmax
+        methods["kbest5"]["torch-struct"] = lambda u, a, s, e: torch_struct.LinearChainCRF(ts_edges(u, a, s, e)).topk(5)
+    except ImportError:
+        print("torch-struct not installed: skipped", file=sys.stderr)
+    try:
+        import torchcrf
+
+        crf = torchcrf.CRF(c, batch_first=True).to(device)
+
+        def crf_set(a: torch.Tensor, s: torch.Tensor, e: torch.Tensor) -> None:
+            with torch.no_grad():
+                crf.transitions.copy_(a)
+                crf.start_transitions.copy_(s)
+                crf.end_transitions.copy_(e)
+
+        def crf_logz(u: torch.Tensor, a: torch.Tensor, s: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+            crf_set(a, s, e)
+            mask = torch.ones(u.shape[:2], dtype=torch.bool, device=u.device)
+            return crf._compute_normalizer(u.transpose(0, 1), mask.transpose(0, 1))
+
+        def crf_decode(u: torch.Tensor, a: torch.Tensor, s: torch.Tensor, e: torch.Tensor) -> list[list[int]]:
+            crf_set(a, s, e)
+            return crf.decode(u, mask=torch.ones(u.shape[:2], dtype=torch.bool, device=u.device))
+
+        methods["logZ"]["pytorch-crf"] = crf_logz
+        methods["viterbi"]["pytorch-crf"] = crf_decode
+    except ImportError:
+        print("pytorch-crf not installed: skipped", file=sys.stderr)
+    return methods
+
+
+def bench_chains(sizes: list[tuple[int, int, int]], device: torch.device, repeats: int,
+                 records: list[dict[str, Any]]) -> None:
+    for b, n, c in sizes:
+        g = torch.Generator().manual_seed(0)
+        inputs = [torch.randn(*shape, generator=g).to(device)
+                  for shape in ((b, n, c), (c, c), (c,), (c,))]
+        task_size = f"B={b},T={n},C={c}"
+        methods = chain_methods(c, device)
+        reference = loop_log_partition(*[x.double() for x in inputs])
+        ref_labels = loop_viterbi(*inputs)
+        for task, fns in methods.items():
+            for method, fn in fns.items():
+                _check(task, method, fn, inputs, reference, ref_labels)
+                _measure(f"chain {task} fwd/{task_size}", method, lambda: fn(*inputs), device, repeats, records)
+                if task == "logZ":
+                    leaf = inputs[0].clone().requires_grad_()
+
+                    def fwd_bwd(fn: Callable[..., Any] = fn, leaf: torch.Tensor = leaf) -> Any:
+                        return torch.autograd.grad(fn(leaf, *inputs[1:]).sum(), leaf)
+
+                    _measure(f"chain logZ fwd+bwd/{task_size}", method, fwd_bwd, device, repeats, records)
+
+
+def _check(task: str, method: str, fn: Callable[..., Any], inputs: list[torch.Tensor],
+           reference: torch.Tensor, ref_labels: torch.Tensor) -> None:
+    """Every method must agree with the float64 reference before it is timed."""
+    with torch.no_grad():
+        out = fn(*inputs)
+    if task == "logZ":
+        err = (out.double() - reference).abs().max().item()
+        if err > 1e-2:
+            raise AssertionError(f"{method} logZ differs from the float64 loop by {err}")
+    elif task == "viterbi":
+        labels = torch.as_tensor(out, device=ref_labels.device)
+        if not torch.equal(labels, ref_labels):
+            raise AssertionError(f"{method} Viterbi labels differ from the reference loop")
+
+
+def _measure(task: str, method: str, fn: Callable[[], Any], device: torch.device, repeats: int,
+             records: list[dict[str, Any]]) -> None:
+    ms, iqr = median_ms(fn, device, repeats)
+    mem = peak_memory_mb(fn, device)
+    records.append(record(BENCH, task, method, "time", ms, "ms", False, repeats, iqr=round(iqr, 3),
+                          device=str(device)))
+    records.append(record(BENCH, task, method, "peak_memory", mem, "MB", False, 1, device=str(device)))
+    print(f"{task:45s} {method:22s} {ms:9.2f} ms  {mem:8.1f} MB", flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes and few repeats (~1 min on CPU)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats per cell")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--output", type=Path, default=None, help="JSON path (default results/decoders.json, "
+                        "results/decoders_quick.json with --quick)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    repeats = args.repeats or (5 if args.quick else 21)
+    if args.quick:
+        chain_sizes = [(64, 50, 13)]
+    else:
+        chain_sizes = [(64, 50, 13), (256, 120, 12)]
+        if device.type == "cuda":
+            chain_sizes.append((1024, 128, 32))
+    records: list[dict[str, Any]] = []
+    warnings.filterwarnings("ignore", category=UserWarning, module="torch_struct")
+    bench_chains(chain_sizes, device, repeats, records)
+    for extra in EXTRA_SECTIONS:
+        extra(args.quick, device, repeats, records)
+    mode = "quick" if args.quick else "full"
+    default = f"{BENCH}_quick" if args.quick else (BENCH if device.type == "cpu" else f"{BENCH}_{device.type}")
+    path = write_results(default, header(device, mode), records, args.output)
+    print(f"\nwrote {path}\n")
+    print(markdown_table(records, "time"))
+    print()
+    print(markdown_table(records, "peak_memory"))
+
+
+EXTRA_SECTIONS: list[Callable[[bool, torch.device, int, list[dict[str, Any]]], None]] = []
+
+if __name__ == "__main__":
+    main()

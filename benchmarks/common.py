@@ -1,0 +1,165 @@
+"""Shared benchmark harness: timing medians, peak memory, the results schema and JSON output.
+
+Every benchmark writes ``benchmarks/results/<name>.json``::
+
+    {"header": {"machine": ..., "torch": ..., "device": ..., "git_commit": ..., ...},
+     "records": [{"benchmark", "task", "method", "metric", "value", "unit",
+                  "higher_is_better", "n_runs", ...}, ...]}
+
+(the schema of ``DESIGN.md`` section 5; methods of our own start with ``structssl:``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_ms(
+    fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 2
+) -> tuple[float, float]:
+    """Median and interquartile range of ``fn``'s wall time in milliseconds."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        times.append((time.perf_counter() - start) * 1000.0)
+    q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
+    return statistics.median(times), q[2] - q[0]
+
+
+def peak_memory_mb(fn: Callable[[], Any], device: torch.device) -> float:
+    """Peak memory allocated by ``fn`` above what was allocated before it, in MB.
+
+    CUDA: ``torch.cuda.max_memory_allocated``. CPU: the running sum of the allocations and
+    frees recorded by the PyTorch profiler (``profile_memory=True``), in time order.
+    """
+    if device.type == "cuda":
+        synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        synchronize(device)
+        return (torch.cuda.max_memory_allocated(device) - base) / 1e6
+    from torch.profiler import ProfilerActivity, profile
+
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted(
+        (e.time_range.start, e.self_cpu_memory_usage)
+        for e in prof.events()
+        if e.self_cpu_memory_usage
+    )
+    running = peak = 0
+    for _, delta in events:
+        running += delta
+        peak = max(peak, running)
+    return peak / 1e6
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence the profiler's start/stop lines, which its C++ side writes to fd 2."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=True, cwd=Path(__file__).parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def header(device: torch.device, mode: str, **extra: Any) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": str(device),
+        "git_commit": git_commit(),
+        "mode": mode,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    if device.type == "cuda":
+        info["device_name"] = torch.cuda.get_device_name(device)
+    info.update(extra)
+    return info
+
+
+def record(
+    benchmark: str,
+    task: str,
+    method: str,
+    metric: str,
+    value: float,
+    unit: str,
+    higher_is_better: bool,
+    n_runs: int,
+    **extra: Any,
+) -> dict[str, Any]:
+    out = {
+        "benchmark": benchmark, "task": task, "method": method, "metric": metric,
+        "value": round(float(value), 4), "unit": unit, "higher_is_better": higher_is_better,
+        "n_runs": n_runs,
+    }
+    out.update(extra)
+    return out
+
+
+def write_results(
+    name: str, head: dict[str, Any], records: list[dict[str, Any]], path: Optional[Path] = None
+) -> Path:
+    path = path or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"header": head, "records": records}, indent=1) + "\n")
+    return path
+
+
+def markdown_table(records: list[dict[str, Any]], metric: str) -> str:
+    """A task x method table of one metric (median time or memory)."""
+    rows = [r for r in records if r["metric"] == metric]
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    cell = {(r["task"], r["method"]): r["value"] for r in rows}
+    unit = rows[0]["unit"] if rows else ""
+    lines = [f"| task ({metric}, {unit}) | " + " | ".join(methods) + " |",
+             "|---" * (len(methods) + 1) + "|"]
+    for t in tasks:
+        vals = [f"{cell[(t, m)]:.2f}" if (t, m) in cell else "–" for m in methods]
+        lines.append(f"| {t} | " + " | ".join(vals) + " |")
+    return "\n".join(lines)
