@@ -1,0 +1,195 @@
+"""Batching: pad variable-length examples into batch-first tensors plus ``lengths``.
+
+Conventions (the project's): padded label values are 0 and validity comes **only** from
+``lengths`` (a (B,) long tensor); padded feature indices are 0 (the padding index of
+:class:`~structssl.data.features.FeatureExtractor`); padded tree span rows are all zero.
+
+:func:`collate_sequences` is a ``DataLoader`` ``collate_fn`` for examples that are dicts of
+per-position tensors (``labels`` (n,), ``features`` (n, F_i), ``inputs`` (n, D), ``words``
+(n,)); it returns
+``labels`` (B, N), ``features`` (B, N, F_max), ``inputs`` (B, N, D) and ``lengths`` (B,).
+:func:`collate_trees` does the same for parse trees, giving the ``CKY`` labels layout
+``spans`` (B, 2N - 1, 3) of rows ``(start, end_inclusive, symbol)`` in pre-order.
+
+This module imports only torch and the standard library.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+from typing import Sequence as Seq
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "SEQUENCE_KEYS",
+    "pad_sequences",
+    "pad_features",
+    "collate_sequences",
+    "collate_trees",
+]
+
+#: Keys of per-position tensors padded by :func:`collate_sequences` (first dim = length).
+SEQUENCE_KEYS = ("labels", "features", "inputs", "words")
+
+
+def pad_sequences(sequences: Seq[Tensor], padding_value: float = 0) -> tuple[Tensor, Tensor]:
+    """Stack tensors of shape (n_i, *rest_i) into (B, N, *rest_max), padding every dim at the end.
+
+    Args:
+        sequences: B tensors with the same number of dims and dtype (dims after the first
+            may differ in size, e.g. feature slots; they are padded too).
+        padding_value: fill value (0 by convention).
+
+    Returns:
+        ``(padded, lengths)``: padded (B, N, ...) with N = max n_i, lengths (B,) long.
+
+    Shape:
+        sequences[i]: (n_i, ...) -> padded (B, N, ...), lengths (B,).
+    """
+    if len(sequences) == 0:
+        raise ValueError("sequences must hold at least one tensor; got none")
+    first = sequences[0]
+    for i, s in enumerate(sequences):
+        if not isinstance(s, Tensor):
+            raise TypeError(f"sequences[{i}] must be a tensor; got {type(s).__name__}")
+        if s.dim() != first.dim() or s.dim() == 0:
+            raise ValueError(
+                f"sequences must all have the same number (>= 1) of dims; sequences[0] has "
+                f"{first.dim()}, sequences[{i}] has {s.dim()}"
+            )
+        if s.dtype != first.dtype:
+            raise ValueError(
+                f"sequences must share a dtype; sequences[0] is {first.dtype}, "
+                f"sequences[{i}] is {s.dtype}"
+            )
+    shape = [max(s.shape[d] for s in sequences) for d in range(first.dim())]
+    out = torch.full(
+        (len(sequences), *shape), padding_value, dtype=first.dtype, device=first.device
+    )
+    for i, s in enumerate(sequences):
+        out[(i, *(slice(0, k) for k in s.shape))] = s
+    lengths = torch.tensor([s.shape[0] for s in sequences], dtype=torch.long, device=first.device)
+    return out, lengths
+
+
+def pad_features(features: Seq[Tensor]) -> tuple[Tensor, Tensor]:
+    """Pad per-sentence sparse feature indices (n_i, F_i) into (B, N, F_max) with 0.
+
+    Args:
+        features: B long tensors (n_i, F_i).
+
+    Returns:
+        ``(indices (B, N, F_max), lengths (B,))``.
+    """
+    for i, f in enumerate(features):
+        if f.dim() != 2 or f.dtype != torch.long:
+            raise ValueError(
+                f"features[{i}] must be a 2-D long tensor (n, F); got {f.dim()}-D {f.dtype}"
+            )
+    return pad_sequences(features, 0)
+
+
+def collate_sequences(
+    examples: Seq[Mapping[str, Any]], sequence_keys: Seq[str] = SEQUENCE_KEYS
+) -> dict[str, Any]:
+    """Collate dict examples of per-position tensors into a padded batch with ``lengths``.
+
+    Args:
+        examples: dicts. Tensors under ``sequence_keys`` have the example's length as first
+            dim (all such keys of an example must agree) and are padded with 0; other tensors
+            are stacked; other values are gathered into lists.
+        sequence_keys: keys of per-position tensors.
+
+    Returns:
+        A dict with the padded / stacked / listed values and ``lengths`` (B,) long.
+
+    Raises:
+        ValueError: an empty batch, examples with different keys, no per-position key,
+            or per-position tensors of one example with different lengths.
+    """
+    if len(examples) == 0:
+        raise ValueError("examples must hold at least one example; got none")
+    keys = list(examples[0].keys())
+    for i, ex in enumerate(examples):
+        if list(ex.keys()) != keys:
+            raise ValueError(
+                f"examples must share their keys; examples[0] has {keys}, "
+                f"examples[{i}] has {list(ex.keys())}"
+            )
+    seq_keys = [k for k in keys if k in sequence_keys and isinstance(examples[0][k], Tensor)]
+    if not seq_keys:
+        raise ValueError(
+            f"examples must have a per-position tensor under one of {list(sequence_keys)}; "
+            f"got keys {keys}"
+        )
+    lengths: Optional[Tensor] = None
+    out: dict[str, Any] = {}
+    for i, ex in enumerate(examples):
+        ns = {k: int(ex[k].shape[0]) for k in seq_keys}
+        if len(set(ns.values())) > 1:
+            raise ValueError(f"examples[{i}] has per-position tensors of different lengths: {ns}")
+    for k in keys:
+        values = [ex[k] for ex in examples]
+        if k in seq_keys:
+            out[k], lens = pad_sequences(values, 0)
+            lengths = lens if lengths is None else lengths
+        elif isinstance(values[0], Tensor):
+            out[k] = torch.stack(values)
+        else:
+            out[k] = values
+    assert lengths is not None
+    out["lengths"] = lengths
+    return out
+
+
+def collate_trees(examples: Seq[Mapping[str, Any]]) -> dict[str, Any]:
+    """Collate tree examples ``{"spans": (2n - 1, 3) long, ...}`` for the ``CKY`` structure.
+
+    Args:
+        examples: dicts with ``spans`` (rows ``(start, end_inclusive, symbol)`` in pre-order,
+            as made by :func:`~structssl.data.treebank.encode_trees`), optionally per-word
+            tensors under :data:`SEQUENCE_KEYS` (e.g. ``features``, ``inputs``), other values
+            (``tokens``) gathered into lists.
+
+    Returns:
+        A dict with ``spans`` (B, 2N - 1, 3) long (padding rows all 0), ``lengths`` (B,)
+        number of words, the padded per-word tensors and the lists.
+
+    Raises:
+        ValueError: a ``spans`` tensor that is not (2n - 1, 3) long.
+    """
+    if len(examples) == 0:
+        raise ValueError("examples must hold at least one example; got none")
+    spans = []
+    for i, ex in enumerate(examples):
+        s = ex.get("spans")
+        if not isinstance(s, Tensor) or s.dim() != 2 or s.shape[1] != 3 or s.dtype != torch.long:
+            got = f"{tuple(s.shape)} {s.dtype}" if isinstance(s, Tensor) else type(s).__name__
+            raise ValueError(f"examples[{i}]['spans'] must be a (2n - 1, 3) long tensor; got {got}")
+        if s.shape[0] % 2 != 1:
+            raise ValueError(
+                f"examples[{i}]['spans'] must have 2n - 1 (odd) rows; got {s.shape[0]}"
+            )
+        spans.append(s)
+    padded, rows = pad_sequences(spans, 0)
+    lengths = (rows + 1) // 2
+    out: dict[str, Any] = {"spans": padded}
+    for k in examples[0]:
+        if k == "spans":
+            continue
+        values = [ex[k] for ex in examples]
+        if k in SEQUENCE_KEYS and isinstance(values[0], Tensor):
+            out[k], lens = pad_sequences(values, 0)
+            if not torch.equal(lens, lengths):
+                raise ValueError(
+                    f"examples' {k!r} must have one row per word ({lengths.tolist()}); "
+                    f"got {lens.tolist()}"
+                )
+        elif isinstance(values[0], Tensor):
+            out[k] = torch.stack(values)
+        else:
+            out[k] = values
+    out["lengths"] = lengths
+    return out

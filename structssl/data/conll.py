@@ -1,0 +1,278 @@
+"""CoNLL-style column files (CoNLL-2002 NER and similar).
+
+Format: one token per line, columns separated by whitespace (or a given separator), a blank
+line between sentences. By default the first column is the token, the last the label, and the
+columns in between (the POS tag in CoNLL-2002) become the token's provided ``features``.
+
+``-DOCSTART-`` lines (a first column equal to ``-DOCSTART-``, as in CoNLL-2003 and the Dutch
+CoNLL-2002 files) are handled explicitly, never dropped silently: with
+``docstart="boundary"`` (the default) such a line ends the current sentence, is not a token,
+and starts a new document (counted in :attr:`TaggedCorpus.num_documents` and recorded in each
+:attr:`Sequence.document`); with ``docstart="token"`` it is read as an ordinary token line; with
+``docstart="error"`` it raises ``ValueError``. The Spanish CoNLL-2002 files have none.
+
+Every malformed line raises ``ValueError`` naming the file, the 1-based line number and what was
+expected. Files ending in ``.gz`` are decompressed transparently. Reading the 265k-token
+Spanish training file takes about a second.
+
+References: Tjong Kim Sang (2002), Introduction to the CoNLL-2002 shared task.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional, Union
+from typing import Sequence as Seq
+
+from structssl.data.paths import PathLike, data_file, iter_lines
+from structssl.data.records import Sequence, TaggedCorpus, Vocabulary
+
+__all__ = [
+    "DOCSTART",
+    "CONLL2002_LABELS",
+    "CONLL2002_SPLITS",
+    "read_columns",
+    "read_conll",
+    "load_conll2002",
+]
+
+DOCSTART = "-DOCSTART-"
+
+#: The 9 CoNLL-2002 tags in label-index order (``O`` is label 0).
+CONLL2002_LABELS = (
+    "O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"
+)  # fmt: skip
+
+#: Split name -> file suffix (``esp.train`` etc.); ``dev`` is ``testa``, ``test`` is ``testb``.
+CONLL2002_SPLITS = {
+    "train": "train",
+    "dev": "testa",
+    "testa": "testa",
+    "test": "testb",
+    "testb": "testb",
+}
+
+
+def _check_bio(tag: str) -> bool:
+    return tag == "O" or (len(tag) > 2 and tag[:2] in ("B-", "I-"))
+
+
+def _short(line: str, limit: int = 60) -> str:
+    return repr(line if len(line) <= limit else line[:limit] + "...")
+
+
+def read_columns(
+    path: PathLike,
+    *,
+    separator: Optional[str] = None,
+    token_column: int = 0,
+    label_column: Optional[int] = -1,
+    num_columns: Optional[int] = None,
+    labels: Union[Vocabulary, Seq[str], None] = None,
+    tag_format: Literal["any", "bio"] = "any",
+    docstart: Literal["boundary", "token", "error"] = "boundary",
+    feature_separator: Optional[str] = None,
+    first_labels: Seq[str] = ("O",),
+) -> TaggedCorpus:
+    """Read a blank-line separated column file (the engine behind the CoNLL and citation readers).
+
+    Args:
+        path: the file (``.gz`` transparently).
+        separator: column separator; ``None`` splits on runs of whitespace.
+        token_column: index of the token column.
+        label_column: index of the label column, or ``None`` for unlabeled files.
+        num_columns: the number of columns every line must have; ``None`` takes the number
+            on the first token line.
+        labels: a fixed label vocabulary (labels outside it are an error); default: built
+            from the file (``first_labels`` first, the rest sorted).
+        tag_format: ``"bio"`` checks every label is ``O``, ``B-X`` or ``I-X``.
+        docstart: how ``-DOCSTART-`` lines are handled (see the module docstring).
+        feature_separator: if given, each remaining column is further split on it.
+        first_labels: labels placed first in a vocabulary built from the file.
+
+    Returns:
+        The sequences and their label vocabulary.
+
+    Raises:
+        ValueError: a malformed line (file, line number, expectation), or bad arguments.
+    """
+    if docstart not in ("boundary", "token", "error"):
+        raise ValueError(f"docstart must be 'boundary', 'token' or 'error'; got {docstart!r}")
+    if tag_format not in ("any", "bio"):
+        raise ValueError(f"tag_format must be 'any' or 'bio'; got {tag_format!r}")
+    if num_columns is not None and num_columns < 1:
+        raise ValueError(f"num_columns must be >= 1; got {num_columns}")
+    vocab: Optional[Vocabulary]
+    if labels is None or isinstance(labels, Vocabulary):
+        vocab = labels
+    else:
+        vocab = Vocabulary(labels)
+    sep_name = "whitespace" if separator is None else repr(separator)
+    path_s = str(path)
+
+    sequences: list[Sequence] = []
+    tokens: list[str] = []
+    tags: list[str] = []
+    feats: list[tuple[str, ...]] = []
+    start_line = 0
+    document = 0
+    seen_docstart = False
+    expected = num_columns
+
+    def flush() -> None:
+        nonlocal tokens, tags, feats
+        if tokens:
+            sequences.append(
+                Sequence(
+                    tokens=tuple(tokens),
+                    labels=tuple(tags) if label_column is not None else None,
+                    features=tuple(feats),
+                    line=start_line,
+                    document=document,
+                )
+            )
+        tokens, tags, feats = [], [], []
+
+    for number, line in iter_lines(path):
+        if not line.strip():
+            flush()
+            continue
+        cols = line.split(separator)
+        if docstart != "token" and cols[0] == DOCSTART:
+            if docstart == "error":
+                raise ValueError(
+                    f"{path_s}:{number}: expected a token line; got a {DOCSTART} line "
+                    "(pass docstart='boundary' to read documents)"
+                )
+            flush()
+            if seen_docstart or sequences:
+                document += 1
+            seen_docstart = True
+            continue
+        if expected is None:
+            expected = len(cols)
+            for name, col in (("token_column", token_column), ("label_column", label_column)):
+                if col is not None and not -expected <= col < expected:
+                    raise ValueError(
+                        f"{path_s}:{number}: {name}={col} is out of range for {expected} columns"
+                    )
+        if len(cols) != expected:
+            raise ValueError(
+                f"{path_s}:{number}: expected {expected} columns separated by {sep_name}; "
+                f"got {len(cols)}: {_short(line)}"
+            )
+        token = cols[token_column]
+        if not token:
+            raise ValueError(f"{path_s}:{number}: expected a non-empty token; got {_short(line)}")
+        tok_i = token_column % expected
+        lab_i = None if label_column is None else label_column % expected
+        if lab_i is not None:
+            tag = cols[lab_i]
+            if not tag:
+                raise ValueError(
+                    f"{path_s}:{number}: expected a non-empty label; got {_short(line)}"
+                )
+            if tag_format == "bio" and not _check_bio(tag):
+                raise ValueError(
+                    f"{path_s}:{number}: expected a BIO tag (O, B-X or I-X); got {tag!r}"
+                )
+            if vocab is not None and tag not in vocab:
+                raise ValueError(
+                    f"{path_s}:{number}: expected a label in {list(vocab.items)}; got {tag!r}"
+                )
+            tags.append(tag)
+        rest = [c for i, c in enumerate(cols) if i != tok_i and i != lab_i]
+        if feature_separator is not None:
+            rest = [p for c in rest for p in c.split(feature_separator)]
+        if not tokens:
+            start_line = number
+        tokens.append(token)
+        feats.append(tuple(rest))
+    flush()
+
+    if vocab is None:
+        if label_column is None:
+            vocab = Vocabulary(())
+        else:
+            vocab = Vocabulary.build(
+                (t for s in sequences for t in (s.labels or ())), first=first_labels
+            )
+    return TaggedCorpus(sequences=sequences, labels=vocab, path=path_s, num_documents=document + 1)
+
+
+def read_conll(
+    path: PathLike,
+    *,
+    token_column: int = 0,
+    label_column: Optional[int] = -1,
+    num_columns: Optional[int] = None,
+    labels: Union[Vocabulary, Seq[str], None] = None,
+    tag_format: Literal["any", "bio"] = "bio",
+    docstart: Literal["boundary", "token", "error"] = "boundary",
+) -> TaggedCorpus:
+    """Read a CoNLL column file (``word [columns...] tag`` per line, blank line between sentences).
+
+    Columns are separated by whitespace. Columns other than the token and the label (the POS tag
+    of CoNLL-2002) become each token's ``features``.
+
+    Args:
+        path: the file (``.gz`` transparently).
+        token_column: index of the token column.
+        label_column: index of the label column (default: last), or ``None`` for unlabeled files.
+        num_columns: the number of columns every line must have (default: as on the first line).
+        labels: a fixed label vocabulary (e.g. :data:`CONLL2002_LABELS`); default: built from
+            the file with ``O`` first and the rest sorted.
+        tag_format: ``"bio"`` (default) checks each label is ``O``, ``B-X`` or ``I-X``;
+            ``"any"`` accepts any label.
+        docstart: ``"boundary"`` (default), ``"token"`` or ``"error"``: see the module docstring.
+
+    Returns:
+        A :class:`TaggedCorpus`.
+
+    Raises:
+        ValueError: naming the file and line of a malformed line.
+
+    Example:
+        >>> corpus = read_conll("esp.train")  # doctest: +SKIP
+        >>> corpus[0].tokens[:3], corpus[0].labels[:3]  # doctest: +SKIP
+        (('Melbourne', '(', 'Australia'), ('B-LOC', 'O', 'B-LOC'))
+    """
+    return read_columns(
+        path,
+        separator=None,
+        token_column=token_column,
+        label_column=label_column,
+        num_columns=num_columns,
+        labels=labels,
+        tag_format=tag_format,
+        docstart=docstart,
+    )
+
+
+def load_conll2002(
+    split: Literal["train", "dev", "test", "testa", "testb"] = "train",
+    language: Literal["esp"] = "esp",
+    data_dir: Optional[PathLike] = None,
+) -> TaggedCorpus:
+    """Load a CoNLL-2002 split from ``<data_dir>/conll2002/<language>.<train|testa|testb>``.
+
+    Args:
+        split: ``train``, ``dev`` (= ``testa``) or ``test`` (= ``testb``).
+        language: ``esp`` (Spanish; the Dutch files are not in the shared data).
+        data_dir: the data directory (see :func:`~structssl.data.paths.resolve_data_dir`).
+
+    Returns:
+        A :class:`TaggedCorpus` with the label vocabulary :data:`CONLL2002_LABELS`.
+    """
+    if split not in CONLL2002_SPLITS:
+        raise ValueError(f"split must be one of {sorted(CONLL2002_SPLITS)}; got {split!r}")
+    if language not in ("esp", "ned"):
+        raise ValueError(f"language must be 'esp' or 'ned'; got {language!r}")
+    name = f"{language}.{CONLL2002_SPLITS[split]}"
+    path = data_file(
+        Path("conll2002") / name,
+        f"the CoNLL-2002 file {name} (UTF-8, 'word POS tag' per line, blank line between "
+        "sentences)",
+        data_dir,
+    )
+    return read_conll(path, labels=CONLL2002_LABELS, num_columns=3)

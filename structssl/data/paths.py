@@ -1,0 +1,164 @@
+"""Where the real data lives, and opening (possibly gzip-compressed) text files.
+
+The data directory is resolved in this order:
+
+1. the ``data_dir`` argument of a loader, if given;
+2. the environment variable ``STRUCTSSL_DATA`` (:data:`ENV_VAR`), if set and non-empty;
+3. ``../shared/data`` relative to the current working directory, if that folder exists.
+
+A loader asks for a file *relative* to the data directory (``"conll2002/esp.train"``) together
+with a short description of what is expected there. When the file is missing, the error names
+the full path it looked at, how the data directory was chosen and what belongs there, so a user
+knows exactly which file to put where.
+
+Compressed files: :func:`open_text` and :func:`open_binary` decompress ``.gz`` files
+transparently (decided by the file name, and checked against the gzip magic bytes).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+from pathlib import Path
+from typing import IO, Iterator, Optional, Union
+
+__all__ = [
+    "ENV_VAR",
+    "DEFAULT_RELATIVE_DATA_DIR",
+    "PathLike",
+    "resolve_data_dir",
+    "data_file",
+    "open_binary",
+    "open_text",
+    "iter_lines",
+]
+
+#: Environment variable naming the data directory.
+ENV_VAR = "STRUCTSSL_DATA"
+#: Fallback data directory, relative to the current working directory.
+DEFAULT_RELATIVE_DATA_DIR = Path("..") / "shared" / "data"
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def resolve_data_dir(data_dir: Optional[PathLike] = None) -> Path:
+    """The data directory: ``data_dir``, else ``$STRUCTSSL_DATA``, else ``../shared/data``.
+
+    Args:
+        data_dir: an explicit directory (it must exist).
+
+    Returns:
+        The directory as a :class:`~pathlib.Path`.
+
+    Raises:
+        FileNotFoundError: the chosen directory does not exist, or no directory was given, the
+            environment variable is unset and ``../shared/data`` does not exist.
+    """
+    if data_dir is not None:
+        path = Path(data_dir)
+        source = "the data_dir argument"
+    elif os.environ.get(ENV_VAR):
+        path = Path(os.environ[ENV_VAR])
+        source = f"the environment variable {ENV_VAR}"
+    else:
+        path = Path.cwd() / DEFAULT_RELATIVE_DATA_DIR
+        if not path.is_dir():
+            raise FileNotFoundError(
+                "no data directory: pass data_dir=..., or set the environment variable "
+                f"{ENV_VAR}, or run from a directory next to which {DEFAULT_RELATIVE_DATA_DIR} "
+                f"exists (looked for {path.resolve()})"
+            )
+        return path
+    if not path.is_dir():
+        raise FileNotFoundError(f"data directory {path} (from {source}) does not exist")
+    return path
+
+
+def data_file(relative: PathLike, expected: str, data_dir: Optional[PathLike] = None) -> Path:
+    """Path of a file under the data directory, checked to exist.
+
+    Args:
+        relative: the file's path relative to the data directory (``"conll2002/esp.train"``).
+        expected: a short description of the file, used in the error message
+            (``"CoNLL-2002 Spanish training file (word POS tag per line)"``).
+        data_dir: the data directory (see :func:`resolve_data_dir`).
+
+    Returns:
+        The absolute-or-relative path of the existing file.
+
+    Raises:
+        FileNotFoundError: naming the full path and what is expected there.
+    """
+    root = resolve_data_dir(data_dir)
+    path = root / relative
+    if not path.is_file():
+        raise FileNotFoundError(f"missing data file {path}: expected {expected} there")
+    return path
+
+
+def _check_exists(path: Path) -> None:
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+
+
+def open_binary(path: PathLike) -> IO[bytes]:
+    """Open a file for reading bytes, decompressing ``.gz`` files transparently.
+
+    Args:
+        path: the file (``.gz`` files are decompressed).
+
+    Returns:
+        A binary file object (use it as a context manager).
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: a ``.gz`` file that is not gzip data.
+    """
+    path = Path(path)
+    _check_exists(path)
+    if path.suffix == ".gz":
+        with open(path, "rb") as f:
+            magic = f.read(2)
+        if magic != _GZIP_MAGIC:
+            raise ValueError(f"{path}: expected gzip data (name ends in .gz); got other bytes")
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def open_text(path: PathLike, encoding: str = "utf-8") -> IO[str]:
+    """Open a text file (``.gz`` transparently), strict decoding, universal newlines.
+
+    Args:
+        path: the file.
+        encoding: its encoding.
+
+    Returns:
+        A text file object.
+    """
+    return io.TextIOWrapper(open_binary(path), encoding=encoding, newline=None)
+
+
+def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` with 1-based line numbers and the newline removed.
+
+    Decoding errors are reported as ``ValueError`` naming the file and the line.
+
+    Args:
+        path: the file (``.gz`` transparently).
+        encoding: its encoding.
+
+    Yields:
+        ``(line_number, line)`` pairs.
+    """
+    with open_binary(path) as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode(encoding)
+            except UnicodeDecodeError as err:
+                raise ValueError(
+                    f"{path}:{number}: expected {encoding} text; {err.reason} at byte {err.start}"
+                ) from None
+            yield number, line.rstrip("\r\n")

@@ -1,0 +1,79 @@
+"""Data directory resolution and transparent gzip reading."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import pytest
+
+from structssl.data.paths import ENV_VAR, data_file, iter_lines, open_text, resolve_data_dir
+
+
+def test_resolve_argument_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "elsewhere"))
+    assert resolve_data_dir(tmp_path) == tmp_path
+
+
+def test_resolve_env_then_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "env").mkdir()
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "env"))
+    assert resolve_data_dir() == tmp_path / "env"
+    monkeypatch.delenv(ENV_VAR)
+    project = tmp_path / "project"
+    project.mkdir()
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    monkeypatch.chdir(project)
+    assert resolve_data_dir().resolve() == (tmp_path / "shared" / "data").resolve()
+
+
+def test_resolve_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        FileNotFoundError, match="no data directory: pass data_dir=.*STRUCTSSL_DATA"
+    ):
+        resolve_data_dir()
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "nope"))
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"nope \(from the environment variable STRUCTSSL_DATA\) does not exist",
+    ):
+        resolve_data_dir()
+    with pytest.raises(FileNotFoundError, match=r"nope \(from the data_dir argument\)"):
+        resolve_data_dir(tmp_path / "nope")
+
+
+def test_data_file_names_path_and_expectation(tmp_path: Path) -> None:
+    (tmp_path / "conll2002").mkdir()
+    expected = re.escape(
+        f"missing data file {tmp_path / 'conll2002' / 'esp.train'}: expected the Spanish file there"
+    )
+    with pytest.raises(FileNotFoundError, match=expected):
+        data_file("conll2002/esp.train", "the Spanish file", tmp_path)
+    (tmp_path / "conll2002" / "esp.train").write_text("x\n")
+    assert data_file("conll2002/esp.train", "the Spanish file", tmp_path).is_file()
+
+
+def test_gzip_is_transparent(tmp_path: Path) -> None:
+    plain = tmp_path / "a.txt"
+    plain.write_text("héllo\nworld\n", encoding="utf-8")
+    packed = tmp_path / "a.txt.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    with open_text(plain) as f, open_text(packed) as g:
+        assert f.read() == g.read() == "héllo\nworld\n"
+    assert list(iter_lines(packed)) == [(1, "héllo"), (2, "world")]
+
+
+def test_gzip_and_encoding_errors(tmp_path: Path) -> None:
+    fake = tmp_path / "b.txt.gz"
+    fake.write_text("not gzip")
+    with pytest.raises(ValueError, match=re.escape(f"{fake}: expected gzip data")):
+        open_text(fake)
+    bad = tmp_path / "c.txt"
+    bad.write_bytes(b"fine\n\xff\xfe\n")
+    with pytest.raises(ValueError, match=re.escape(f"{bad}:2: expected utf-8 text")):
+        list(iter_lines(bad))
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        open_text(tmp_path / "missing.txt")
