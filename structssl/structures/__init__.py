@@ -3,5 +3,30 @@
 from structssl.structures.base import Structure
 from structssl.structures.linear_chain import LinearChain, bio_allowed_transitions
 from structssl.structures.multiclass import MultiClass
+from structssl.structures.multilabel import (
+    DualDecompositionResult,
+    MultiLabelPotentials,
+    PairwiseMultiLabel,
+    StarPotentials,
+    star_argmax,
+    star_inside,
+    star_log_partition,
+    star_potentials,
+    star_scores,
+)
 
-__all__ = ["Structure", "MultiClass", "LinearChain", "bio_allowed_transitions"]
+__all__ = [
+    "Structure",
+    "MultiClass",
+    "LinearChain",
+    "bio_allowed_transitions",
+    "PairwiseMultiLabel",
+    "MultiLabelPotentials",
+    "StarPotentials",
+    "DualDecompositionResult",
+    "star_potentials",
+    "star_inside",
+    "star_log_partition",
+    "star_argmax",
+    "star_scores",
+]
