@@ -41,8 +41,6 @@ def check_structure(
     kb_labels, kb_scores = structure.kbest(potentials, k, lengths)
     kmax = structure.kmax(potentials, k, lengths)
     smooth = structure.smoothed_max(potentials, 0.5, lengths)
-    # another example's best labels as a target (positions past a length are ignored)
-    target = best_labels.roll(1, dims=0)
     for b in range(batch):
         pot_b = _example(potentials, b)
         len_b = None if lengths is None else lengths[b : b + 1]
@@ -74,7 +72,8 @@ def check_structure(
             back = structure.from_parts(structure.to_parts(y, len_b), len_b)
             assert torch.equal(back, y), f"from_parts(to_parts(y)) != y, {where}"
         # cost-augmented decoding against enumeration
-        tgt = target[b : b + 1]
+        # a target drawn from this example's own structures (valid for its length)
+        tgt = all_labels[(7 * b + 3) % n]
         ham = torch.stack([structure.hamming(tgt, y, len_b)[0] for y in all_labels]).to(scores.dtype)
         _, aug = structure.cost_augmented_argmax(pot_b, tgt, len_b, cost="hamming")
         _close(aug[0], (scores + ham).max(), f"hamming cost-augmented argmax, {where}")

@@ -60,7 +60,7 @@ def prepare(
     """
     check_structure(structure)
     potentials, lengths = structure.check(potentials, lengths)
-    target = structure._check_labels(target, lengths, "target")
+    target = structure.check_labels(target, lengths, "target")
     return potentials, target, lengths
 
 
@@ -78,7 +78,7 @@ def score_k(structure: Structure, potentials: Potentials, labels: Tensor, length
 
 def same(structure: Structure, labels: Tensor, target: Tensor) -> Tensor:
     """Whether each of labels (B, k, ...) equals target (B, ...). Shape (B, k) bool."""
-    return structure._same(labels, target.unsqueeze(1))
+    return structure.same(labels, target.unsqueeze(1))
 
 
 def cost_scale(lengths: Tensor, normalize: bool, dtype: torch.dtype) -> Tensor:
@@ -241,7 +241,7 @@ def union_candidates(
     if w == 0:
         return labels, scores, valid
     # canonical form (0 at padded positions, values checked) so that equality is exact
-    more = structure._check_labels(
+    more = structure.check_labels(
         more.flatten(0, 1), lengths.repeat_interleave(w), "candidates"
     ).view(more.shape)
     more_scores = score_k(structure, potentials, more, lengths)

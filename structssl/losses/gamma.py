@@ -378,7 +378,7 @@ class QuadraticPenaltyGammaLoss(nn.Module):
         if linearize_at is None:
             guided, concave = structure.argmax(aug_concave, lengths)
         else:
-            guided = structure._check_labels(linearize_at, lengths, "linearize_at")
+            guided = structure.check_labels(linearize_at, lengths, "linearize_at")
             concave = structure.score(aug_concave, guided, lengths)
         concave = -(concave + const_concave)
         if structure.validate:
@@ -457,7 +457,7 @@ class ConstraintPenalty(nn.Module):
         if labels is None:
             parts = structure.marginals(potentials, lengths, create_graph=True)
         else:
-            labels = structure._check_labels(labels, lengths, "labels")
+            labels = structure.check_labels(labels, lengths, "labels")
             parts = structure.to_parts(labels, lengths)
         phi = features.phi(parts)
         return self.penalty(phi, penalty_target) if penalty_target is not None else self.penalty(phi)

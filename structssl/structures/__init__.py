@@ -1,6 +1,7 @@
 """Structures: stateless batched dynamic programs over potentials (see :class:`Structure`)."""
 
 from structssl.structures.base import Structure
+from structssl.structures.cky import CKY, CKYPotentials
 from structssl.structures.linear_chain import LinearChain, bio_allowed_transitions
 from structssl.structures.multiclass import MultiClass
 from structssl.structures.multilabel import (
@@ -20,6 +21,8 @@ __all__ = [
     "MultiClass",
     "LinearChain",
     "bio_allowed_transitions",
+    "CKY",
+    "CKYPotentials",
     "PairwiseMultiLabel",
     "MultiLabelPotentials",
     "StarPotentials",

@@ -6,6 +6,7 @@ implements
 - :meth:`Structure._check` (validate and normalise ``potentials`` and ``lengths``),
 - :meth:`Structure._inside` (the inside pass over any semiring of :mod:`structssl.semirings`),
 - :meth:`Structure._argmax` and :meth:`Structure._kbest` (decoding with tensor backtracking),
+- :meth:`Structure.check_labels` (validate labels and zero their padding),
 - :meth:`Structure.to_parts` / :meth:`Structure.from_parts`,
 - :meth:`Structure.hamming_potentials` (the Hamming cost written linearly in parts),
 
@@ -123,8 +124,16 @@ class Structure:
         cost = self.hamming_potentials(target, lengths)
         return _batch_dot(cost, self.to_parts(labels, lengths))
 
-    def _check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
-        """Validate labels against checked lengths; return them as long."""
+    def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
+        """Validate ``labels`` against ``lengths`` (as returned by :meth:`check`).
+
+        Returns:
+            The labels as a long tensor with padded positions set to 0 (a new tensor; the
+            input is not modified).
+
+        Raises:
+            ValueError: naming ``name`` with the expected and actual shape or value range.
+        """
         raise NotImplementedError
 
     # ------------------------------------------------------------------ derived operations
@@ -200,7 +209,11 @@ class Structure:
                 for x in as_tuple(potentials)
             )
             log_z = self._inside(like(potentials, inputs), lengths, Log())
-            grads = torch.autograd.grad(log_z.sum(), inputs, create_graph=create_graph)
+            # parts no structure uses (e.g. CKY rules when N = 1) get exact zero marginals
+            grads = torch.autograd.grad(
+                log_z.sum(), inputs, create_graph=create_graph, allow_unused=True,
+                materialize_grads=True,
+            )
         return like(potentials, grads)
 
     def argmax(
@@ -249,7 +262,7 @@ class Structure:
     ) -> Tensor:
         """Score (sum of potentials of the parts) of the given labels. Shape (B,)."""
         potentials, lengths = self.check(potentials, lengths)
-        labels = self._check_labels(labels, lengths)
+        labels = self.check_labels(labels, lengths)
         return self._score(potentials, labels, lengths)
 
     def _score(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
@@ -287,7 +300,7 @@ class Structure:
         if cost not in COSTS:
             raise ValueError(f"cost must be one of {COSTS}; got {cost!r}")
         potentials, lengths = self.check(potentials, lengths)
-        target = self._check_labels(target, lengths, "target")
+        target = self.check_labels(target, lengths, "target")
         if cost == "hamming":
             aug = self.cost_augmented_potentials(potentials, target, lengths)
             return self.argmax(aug, lengths)
@@ -316,12 +329,12 @@ class Structure:
         if cost not in COSTS:
             raise ValueError(f"cost must be one of {COSTS}; got {cost!r}")
         potentials, lengths = self.check(potentials, lengths)
-        target = self._check_labels(target, lengths, "target")
+        target = self.check_labels(target, lengths, "target")
         if cost == "hamming":
             aug = self.cost_augmented_potentials(potentials, target, lengths)
             return self.kbest(aug, k, lengths)
         labels, scores = self.kbest(potentials, k + 1, lengths)  # (B, k+1, ...)
-        same = self._same(labels, target.unsqueeze(1))  # (B, k+1)
+        same = self.same(labels, target.unsqueeze(1))  # (B, k+1)
         # stable order: non-target ranks first, keeping their order
         order = torch.sort(same.to(torch.int8), dim=1, stable=True).indices[:, :k]
         idx = order.view(order.shape + (1,) * (labels.dim() - 2)).expand(
@@ -334,16 +347,16 @@ class Structure:
         self, labels: Tensor, scores: Tensor, target: Tensor
     ) -> tuple[Tensor, Tensor]:
         """From the 2-best list, the best structure different from ``target``."""
-        first_is_target = self._same(labels[:, :1], target.unsqueeze(1))[:, 0]
+        first_is_target = self.same(labels[:, :1], target.unsqueeze(1))[:, 0]
         shape = (-1,) + (1,) * (target.dim() - 1)
         other = torch.where(first_is_target.view(shape), labels[:, 1], labels[:, 0])
         other_score = torch.where(first_is_target, scores[:, 1], scores[:, 0])
         return other, other_score
 
-    def _same(self, a: Tensor, b: Tensor) -> Tensor:
+    def same(self, a: Tensor, b: Tensor) -> Tensor:
         """Whether labels ``a`` (B, k, ...) equal ``b`` (B, 1, ...). Shape (B, k).
 
-        Padded label values are always 0 (decoders write 0 there and ``_check_labels`` zeroes
+        Padded label values are always 0 (decoders write 0 there and ``check_labels`` zeroes
         them), so a plain equality over all positions is exact.
         """
         equal = a == b  # (B, k, ...)

@@ -155,7 +155,7 @@ class LinearChain(Structure):
                 )
         return lengths.to(device=device, dtype=torch.long)
 
-    def _check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
+    def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
         b = lengths.shape[0]
         if not isinstance(labels, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor; got {type(labels).__name__}")
@@ -329,7 +329,7 @@ class LinearChain(Structure):
             got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
             raise ValueError(f"{name} must have shape (B, N); got {got}")
         lengths = self._check_lengths(lengths, labels.shape[0], labels.shape[1], labels.device)
-        return self._check_labels(labels, lengths, name), lengths
+        return self.check_labels(labels, lengths, name), lengths
 
     def _score(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
         # gather instead of the dense dot product with one-hot parts: O(B N) not O(B N C^2)

@@ -53,7 +53,7 @@ class MultiClass(Structure):
                 raise ValueError("lengths of a MultiClass structure must all be 1")
         return torch.ones(b, dtype=torch.long, device=device)
 
-    def _check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
+    def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
         b = lengths.shape[0]
         if not isinstance(labels, Tensor) or labels.shape != (b,):
             got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
@@ -84,7 +84,7 @@ class MultiClass(Structure):
         return top.indices, top.values
 
     def to_parts(self, labels: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
-        labels = self._check_labels(labels, self._lengths(lengths, labels.shape[0], labels.device))
+        labels = self.check_labels(labels, self._lengths(lengths, labels.shape[0], labels.device))
         return torch.nn.functional.one_hot(labels, self.num_labels).float()
 
     def from_parts(self, parts: Potentials, lengths: Optional[Tensor] = None) -> Tensor:

@@ -428,7 +428,7 @@ class PairwiseMultiLabel(Structure):
                 )
         return torch.full((b,), k, dtype=torch.long, device=device)
 
-    def _check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
+    def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
         b, k = lengths.shape[0], self.num_labels
         if not isinstance(labels, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor; got {type(labels).__name__}")
@@ -447,7 +447,7 @@ class PairwiseMultiLabel(Structure):
         if not isinstance(labels, Tensor) or labels.dim() != 2:
             got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
             raise ValueError(f"{name} must have shape (B, K) with K = {self.num_labels}; got {got}")
-        return self._check_labels(labels, self._lengths(lengths, labels.shape[0], labels.device), name)
+        return self.check_labels(labels, self._lengths(lengths, labels.shape[0], labels.device), name)
 
     def _require_exact(self) -> None:
         if self.num_labels > self.max_exact_labels:
