@@ -57,7 +57,11 @@ def loop_viterbi(unary: torch.Tensor, transition: torch.Tensor, start: torch.Ten
 
 
 # ---------------------------------------------------------------------- chain methods
-def chain_methods(c: int, device: torch.device) -> dict[str, dict[str, Callable[..., Any]]]:
+#: methods timed with at most 3 repeats (each call takes seconds)
+SLOW = {("kbest5", "torch-struct")}
+
+
+def chain_methods(c: int, device: torch.device, quick: bool) -> dict[str, dict[str, Callable[..., Any]]]:
     """task -> method -> fn(unary, transition, start, end)."""
     ours = LinearChain(c, validate=False)
     ours_mm = LinearChain(c, validate=False, log_kernel="expmm")
@@ -95,7 +99,8 @@ def chain_methods(c: int, device: torch.device) -> dict[str, dict[str, Callable[
 
         methods["logZ"]["torch-struct"] = lambda u, a, s, e: torch_struct.LinearChainCRF(ts_edges(u, a, s, e)).partition
         methods["viterbi"]["torch-struct"] = ts_argmax
-        methods["kbest5"]["torch-struct"] = lambda u, a, s, e: torch_struct.LinearChainCRF(ts_edges(u, a, s, e)).topk(5)
+        if not quick:  # seconds per call: full mode only, few repeats (SLOW)
+            methods["kbest5"]["torch-struct"] = lambda u, a, s, e: torch_struct.LinearChainCRF(ts_edges(u, a, s, e)).topk(5)
     except ImportError:
         print("torch-struct not installed: skipped", file=sys.stderr)
     try:
@@ -126,19 +131,20 @@ def chain_methods(c: int, device: torch.device) -> dict[str, dict[str, Callable[
 
 
 def bench_chains(sizes: list[tuple[int, int, int]], device: torch.device, repeats: int,
-                 records: list[dict[str, Any]]) -> None:
+                 records: list[dict[str, Any]], quick: bool) -> None:
     for b, n, c in sizes:
         g = torch.Generator().manual_seed(0)
         inputs = [torch.randn(*shape, generator=g).to(device)
                   for shape in ((b, n, c), (c, c), (c,), (c,))]
         task_size = f"B={b},T={n},C={c}"
-        methods = chain_methods(c, device)
+        methods = chain_methods(c, device, quick)
         reference = loop_log_partition(*[x.double() for x in inputs])
         ref_labels = loop_viterbi(*inputs)
         for task, fns in methods.items():
             for method, fn in fns.items():
                 _check(task, method, fn, inputs, reference, ref_labels)
-                _measure(f"chain {task} fwd/{task_size}", method, lambda: fn(*inputs), device, repeats, records)
+                reps = min(repeats, 3) if (task, method) in SLOW else repeats
+                _measure(f"chain {task} fwd/{task_size}", method, lambda: fn(*inputs), device, reps, records)
                 if task == "logZ":
                     leaf = inputs[0].clone().requires_grad_()
 
@@ -194,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
             chain_sizes.append((1024, 128, 32))
     records: list[dict[str, Any]] = []
     warnings.filterwarnings("ignore", category=UserWarning, module="torch_struct")
-    bench_chains(chain_sizes, device, repeats, records)
+    bench_chains(chain_sizes, device, repeats, records, args.quick)
     for extra in EXTRA_SECTIONS:
         extra(args.quick, device, repeats, records)
     mode = "quick" if args.quick else "full"
@@ -204,6 +210,59 @@ def main(argv: list[str] | None = None) -> None:
     print(markdown_table(records, "time"))
     print()
     print(markdown_table(records, "peak_memory"))
+
+
+def bench_cky(quick: bool, device: torch.device, repeats: int, records: list[dict[str, Any]]) -> None:
+    """CKY inside and argmax vs torch-struct's SentCFG on the same grammar.
+
+    Our CKY(NT) lets every symbol be a leaf or an inner node; SentCFG(NT, T = NT) with
+    ``rules[A, B', C'] = rules[A, B' mod NT, C' mod NT]`` is exactly the same model for N >= 2.
+    """
+    from structssl.structures import CKY
+
+    b, n, nt = (8, 15, 10) if quick else (32, 30, 10)
+    g = torch.Generator().manual_seed(0)
+    terms = torch.randn(b, n, nt, generator=g).to(device)
+    rules = torch.randn(nt, nt, nt, generator=g).to(device)
+    roots = torch.randn(nt, generator=g).to(device)
+    lengths = torch.full((b,), n, dtype=torch.long, device=device)
+    ours = CKY(nt, validate=False)
+    size = f"B={b},N={n},NT={nt}"
+
+    def ours_logz(t: torch.Tensor) -> torch.Tensor:
+        return ours.log_partition(ours.potentials_from(t, rules, roots), lengths)
+
+    methods: dict[str, dict[str, Callable[[torch.Tensor], Any]]] = {
+        "logZ": {"structssl": ours_logz},
+        "argmax": {"structssl": lambda t: ours.argmax(ours.potentials_from(t, rules, roots), lengths)[0]},
+    }
+    try:
+        import torch_struct
+
+        torch_struct.SentCFG.arg_constraints = {}
+        index = torch.arange(2 * nt, device=device) % nt
+
+        def sent_cfg(t: torch.Tensor) -> Any:
+            full = rules[:, index][:, :, index].expand(b, nt, 2 * nt, 2 * nt)
+            return torch_struct.SentCFG((t, full, roots.expand(b, nt)), lengths=lengths)
+
+        methods["logZ"]["torch-struct"] = lambda t: sent_cfg(t).partition
+        methods["argmax"]["torch-struct"] = lambda t: sent_cfg(t).argmax
+        err = (sent_cfg(terms).partition - ours_logz(terms)).abs().max().item()
+        if err > 1e-2:
+            raise AssertionError(f"torch-struct SentCFG and structssl CKY disagree by {err}")
+    except ImportError:
+        print("torch-struct not installed: skipped", file=sys.stderr)
+    for task, fns in methods.items():
+        for method, fn in fns.items():
+            _measure(f"cky {task} fwd/{size}", method, lambda fn=fn: fn(terms), device, repeats, records)
+            if task == "logZ":
+                leaf = terms.clone().requires_grad_()
+
+                def fwd_bwd(fn: Callable[[torch.Tensor], Any] = fn) -> Any:
+                    return torch.autograd.grad(fn(leaf).sum(), leaf)
+
+                _measure(f"cky logZ fwd+bwd/{size}", method, fwd_bwd, device, repeats, records)
 
 
 def bench_multilabel(quick: bool, device: torch.device, repeats: int,
@@ -237,6 +296,7 @@ def bench_multilabel(quick: bool, device: torch.device, repeats: int,
 
 
 EXTRA_SECTIONS: list[Callable[[bool, torch.device, int, list[dict[str, Any]]], None]] = [
+    bench_cky,
     bench_multilabel,
 ]
 

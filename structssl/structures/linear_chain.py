@@ -197,10 +197,11 @@ class LinearChain(Structure):
         steps = potentials.unbind(1)  # N x (B, C_prev, C_next)
         alpha = semiring.lift(steps[0][:, 0, :])  # (B, C, *S)
         extra = (1,) * (alpha.dim() - 2)
+        ragged = _ragged(lengths, n)
         for t in range(1, n):
             # alpha (B, C_prev, 1, *S) ⊗ potentials (B, C_prev, C_next) -> sum over C_prev
             step = semiring.sum(semiring.mul_potentials(alpha.unsqueeze(2), steps[t]), dim=1)
-            alpha = torch.where((t < lengths).view(b, 1, *extra), step, alpha)
+            alpha = torch.where((t < lengths).view(b, 1, *extra), step, alpha) if ragged else step
         return semiring.sum(alpha, dim=1)  # (B, *S)
 
     def _log_partition_expmm(self, potentials: Tensor, lengths: Tensor) -> Tensor:
@@ -217,21 +218,22 @@ class LinearChain(Structure):
         weights = (potentials - col_max).exp().unbind(1)  # N x (B, C_prev, C_next) in (0, 1]
         col_max = col_max.squeeze(2).unbind(1)  # N x (B, C)
         alpha = potentials[:, 0, 0, :]  # (B, C)
+        ragged = _ragged(lengths, n)
         for t in range(1, n):
             shift = alpha.amax(dim=1, keepdim=True)  # (B, 1)
             mass = torch.bmm((alpha - shift).exp().unsqueeze(1), weights[t]).squeeze(1)  # (B, C)
             step = mass.log() + shift + col_max[t]
-            alpha = torch.where((t < lengths).view(b, 1), step, alpha)
+            alpha = torch.where((t < lengths).view(b, 1), step, alpha) if ragged else step
         return torch.logsumexp(alpha, dim=1)
 
     def _argmax(self, potentials: Tensor, lengths: Tensor) -> Tensor:
         b, n, c, _ = potentials.shape
         alpha = potentials[:, 0, 0, :]  # (B, C)
         backpointers = []
+        ragged = _ragged(lengths, n)
         for t in range(1, n):
             step, arg = (alpha.unsqueeze(2) + potentials[:, t]).max(dim=1)  # (B, C), (B, C)
-            active = (t < lengths).view(b, 1)
-            alpha = torch.where(active, step, alpha)
+            alpha = torch.where((t < lengths).view(b, 1), step, alpha) if ragged else step
             backpointers.append(arg)
         best = alpha.argmax(dim=1)  # (B,) label at position lengths - 1
         labels = potentials.new_zeros(b, n, dtype=torch.long)
@@ -240,9 +242,9 @@ class LinearChain(Structure):
             # at t == lengths - 1 start from `best`; below, follow the backpointers of t + 1
             if t < n - 1:
                 prev = backpointers[t].gather(1, current.unsqueeze(1)).squeeze(1)
-                current = torch.where(t + 1 < lengths, prev, best)
+                current = torch.where(t + 1 < lengths, prev, best) if ragged else prev
             labels[:, t] = current
-        return torch.where(self.valid_mask(lengths, n), labels, 0)
+        return torch.where(self.valid_mask(lengths, n), labels, 0) if ragged else labels
 
     def _kbest(self, potentials: Tensor, k: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
         b, n, c, _ = potentials.shape
@@ -417,6 +419,11 @@ class LinearChain(Structure):
                 )
         allowed &= nodes.unsqueeze(2)
         return self.mask_potentials(potentials, allowed)
+
+
+def _ragged(lengths: Tensor, max_length: int) -> bool:
+    """Whether some example is shorter than ``max_length`` (else the DPs skip masking)."""
+    return bool((lengths != max_length).any())
 
 
 def _expect_bool(x: Tensor, shape: tuple[int, ...], name: str) -> None:

@@ -1,0 +1,177 @@
+"""Linear-chain scorers: unary potentials from inputs, learned transition / start / end.
+
+:class:`LinearChainScorer` is the linear joint-feature model of a chain CRF / chain structural
+SVM. With ``phi(x_t)`` the features of position ``t`` (sparse indices, a word index or a dense
+vector, see :class:`~structssl.scorers.base.LinearInputs`), its score of labels ``y`` of an
+example of length ``n`` is
+
+    <w, Psi(x, y)> = sum_{t < n} (W[:, y_t] . phi(x_t) + b[y_t])          (emissions)
+                   + sum_{1 <= t < n} T[y_{t-1}, y_t]                        (transitions)
+                   + S[y_0] + E[y_{n-1}]                                     (start, end)
+
+With ``start_end=False`` and ``bias=False`` this is exactly the thesis's joint feature map
+(seed 001, eq. 3.23: label-label indicators and label-observation products). The potentials are
+built by :meth:`LinearChain.potentials_from <structssl.structures.LinearChain.potentials_from>`,
+so ``LinearChain(C).score(scorer(x, lengths), y, lengths)`` is the score above; positions
+``>= lengths`` are exactly 0.
+
+:class:`ChainHead` holds the transition / start / end weights and folds any unary potentials
+into the chain layout; :class:`~structssl.scorers.neural.NeuralChainScorer` reuses it on top of
+a neural encoder.
+
+Shapes: inputs (B, N, F) long, (B, N) long words or (B, N, D) float; potentials (B, N, C, C).
+Time O(B N (F + C^2)) (sparse) or O(B N (D C + C^2)) (dense); memory O(B N C^2).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from structssl.scorers.base import LinearInputs, Scorer, check_init_std, check_lengths, init_
+from structssl.structures.base import positive_int
+from structssl.structures.linear_chain import LinearChain
+
+__all__ = ["ChainHead", "LinearChainScorer"]
+
+
+class ChainHead(Scorer):
+    """Transition, start and end weights that turn unary potentials into chain potentials.
+
+    Args:
+        num_labels: C.
+        transitions: learn a (C, C) transition matrix ``[previous, next]`` (else none).
+        start_end: learn (C,) start and end weights (else none).
+        init_std: weights ~ N(0, init_std^2) from the global torch RNG; 0 gives zeros.
+    """
+
+    def __init__(
+        self,
+        num_labels: int,
+        transitions: bool = True,
+        start_end: bool = True,
+        init_std: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.num_labels = positive_int(num_labels, "num_labels")
+        self.init_std = check_init_std(init_std)
+        c = self.num_labels
+        self.transition = nn.Parameter(torch.zeros(c, c)) if transitions else None
+        self.start = nn.Parameter(torch.zeros(c)) if start_end else None
+        self.end = nn.Parameter(torch.zeros(c)) if start_end else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Re-initialise (see ``init_std``); deterministic given the torch seed."""
+        for p in (self.transition, self.start, self.end):
+            if p is not None:
+                init_(p, self.init_std)
+
+    def forward(self, unary: Tensor, lengths: Tensor) -> Tensor:
+        """Chain potentials from unary potentials; positions ``>= lengths`` are zeroed.
+
+        Args:
+            unary: (B, N, C) per-position label potentials.
+            lengths: (B,) long, already checked.
+
+        Shape:
+            unary: (B, N, C), lengths: (B,) -> (B, N, C, C).
+        """
+        if unary.dim() != 3 or unary.shape[2] != self.num_labels:
+            raise ValueError(
+                f"unary must have shape (B, N, C) with C = num_labels = {self.num_labels}; got "
+                f"{tuple(unary.shape)}"
+            )
+        b, n, _ = unary.shape
+        pot = LinearChain.potentials_from(unary, self.transition, self.start, self.end, lengths)
+        valid = LinearChain.valid_mask(lengths, n).view(b, n, 1, 1)
+        return torch.where(valid, pot, torch.zeros((), dtype=pot.dtype, device=pot.device))
+
+
+class LinearChainScorer(Scorer):
+    """Linear chain scorer ``x -> (B, N, C, C)`` potentials (see the module docstring).
+
+    Exactly one of ``num_features``, ``num_words``, ``input_dim`` is given.
+
+    Args:
+        num_labels: C.
+        num_features: sparse feature index space (inputs (B, N, F) long, 0 = padding).
+        num_words: word vocabulary (inputs (B, N) long word ids).
+        input_dim: D of dense inputs (B, N, D).
+        transitions: learn a transition matrix.
+        start_end: learn start and end weights.
+        bias: learn a per-label emission bias (the weight of a constant feature).
+        init_std: weights ~ N(0, init_std^2) from the global torch RNG; 0 (default) gives zeros.
+        validate: check value ranges of inputs and lengths (device syncs).
+
+    Example:
+        >>> scorer = LinearChainScorer(num_labels=3, input_dim=2)
+        >>> scorer(torch.zeros(4, 5, 2), torch.tensor([5, 3, 1, 2])).shape
+        torch.Size([4, 5, 3, 3])
+    """
+
+    def __init__(
+        self,
+        num_labels: int,
+        num_features: Optional[int] = None,
+        num_words: Optional[int] = None,
+        input_dim: Optional[int] = None,
+        transitions: bool = True,
+        start_end: bool = True,
+        bias: bool = True,
+        init_std: float = 0.0,
+        validate: bool = True,
+    ) -> None:
+        super().__init__()
+        self.num_labels = positive_int(num_labels, "num_labels")
+        self.validate = bool(validate)
+        self.emission = LinearInputs(
+            self.num_labels, num_features, num_words, input_dim, bias, init_std, validate
+        )
+        self.head = ChainHead(self.num_labels, transitions, start_end, init_std)
+
+    def reset_parameters(self) -> None:
+        """Re-initialise all weights (deterministic given the torch seed)."""
+        self.emission.reset_parameters()
+        self.head.reset_parameters()
+
+    def unary(self, inputs: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
+        """Per-position label potentials ``W^T phi(x_t) + b``, zero at padded positions.
+
+        Shape:
+            inputs: (B, N, F) / (B, N) / (B, N, D), lengths: (B,) -> (B, N, C).
+        """
+        unary, _ = self._unary(inputs, lengths)
+        return unary
+
+    def _unary(self, inputs: Tensor, lengths: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+        self.emission.check(inputs, "B, N")
+        b, n = inputs.shape[:2]
+        if n == 0:
+            raise ValueError(f"inputs must have N >= 1 positions; got shape {tuple(inputs.shape)}")
+        lengths = check_lengths(lengths, b, n, inputs.device, self.validate)
+        unary = self.emission(inputs)  # (B, N, C)
+        valid = LinearChain.valid_mask(lengths, n).unsqueeze(2)  # (B, N, 1)
+        return torch.where(
+            valid, unary, torch.zeros((), dtype=unary.dtype, device=unary.device)
+        ), lengths
+
+    def forward(self, inputs: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
+        """Chain potentials of a batch.
+
+        Args:
+            inputs: sparse feature indices (B, N, F) long, word ids (B, N) long, or dense
+                (B, N, D), as chosen in the constructor.
+            lengths: (B,) long in [1, N] (default: all N).
+
+        Returns:
+            (B, N, C, C) potentials in the :class:`~structssl.structures.LinearChain` layout,
+            0 at positions ``>= lengths``.
+
+        Raises:
+            ValueError: wrong input shape, dtype or values, or ``lengths`` not matching.
+        """
+        unary, lengths = self._unary(inputs, lengths)
+        return self.head(unary, lengths)

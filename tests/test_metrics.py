@@ -1,0 +1,382 @@
+"""Metrics: hand-computed values, a plain-Python conlleval port, accumulation, merging, reset."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structssl.data.synthetic import pcfg_treebank
+from structssl.metrics import (
+    BracketF1,
+    ExactMatch,
+    MicroF1,
+    SpanF1,
+    TokenAccuracy,
+    task_metrics,
+)
+from structssl.structures.cky import CKY
+
+TAGS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
+
+
+# ---------------------------------------------------------------------- conlleval port
+def _split(tag: str) -> tuple[str, str]:
+    return (tag, "") if tag == "O" else (tag[0], tag[2:])
+
+
+def _end_of_chunk(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
+    end = (prev_tag, tag) in (("B", "B"), ("B", "O"), ("I", "B"), ("I", "O"))
+    return end or (prev_tag != "O" and prev_tag != "." and prev_type != type_)
+
+
+def _start_of_chunk(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
+    start = (prev_tag, tag) in (("B", "B"), ("I", "B"), ("O", "B"), ("O", "I"))
+    return start or (tag != "O" and tag != "." and prev_type != type_)
+
+
+def conlleval_counts(gold: list[list[str]], guess: list[list[str]]) -> tuple[int, int, int]:
+    """(correct, guessed, gold) chunk counts: a line-by-line port of conlleval.pl's main loop.
+
+    Sentences are separated by boundary lines, which read as ``O O``.
+    """
+    correct_chunk = found_guessed = found_correct = 0
+    in_correct = False
+    last_c, last_g, last_ct, last_gt = "O", "O", "", ""
+    lines: list[tuple[str, str]] = []
+    for g_sent, p_sent in zip(gold, guess):
+        lines.extend(zip(g_sent, p_sent))
+        lines.append(("O", "O"))  # the boundary
+    for c_tag, g_tag in lines:
+        (c, ct), (g, gt) = _split(c_tag), _split(g_tag)
+        if in_correct:
+            end_c = _end_of_chunk(last_c, c, last_ct, ct)
+            end_g = _end_of_chunk(last_g, g, last_gt, gt)
+            if end_c and end_g and last_gt == last_ct:
+                in_correct = False
+                correct_chunk += 1
+            elif end_c != end_g or gt != ct:
+                in_correct = False
+        start_c = _start_of_chunk(last_c, c, last_ct, ct)
+        start_g = _start_of_chunk(last_g, g, last_gt, gt)
+        if start_c and start_g and gt == ct:
+            in_correct = True
+        found_correct += start_c
+        found_guessed += start_g
+        last_c, last_g, last_ct, last_gt = c, g, ct, gt
+    if in_correct:
+        correct_chunk += 1
+    return correct_chunk, found_guessed, found_correct
+
+
+def _f1(tp: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
+    p = tp / n_pred if n_pred else 0.0
+    r = tp / n_gold if n_gold else 0.0
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def _tags(ids: torch.Tensor, lengths: torch.Tensor) -> list[list[str]]:
+    return [[TAGS[i] for i in row[: int(m)].tolist()] for row, m in zip(ids, lengths)]
+
+
+# ---------------------------------------------------------------------- token accuracy
+def test_token_accuracy_hand_values_accumulation_and_reset() -> None:
+    preds = torch.tensor([[1, 2, 0, 9], [1, 1, 1, 1]])
+    target = torch.tensor([[1, 2, 1, 0], [1, 0, 5, 5]])
+    lengths = torch.tensor([3, 2])  # valid: (1,2,0 vs 1,2,1) and (1,1 vs 1,0)
+    metric = TokenAccuracy()
+    metric.update(preds, target, lengths)
+    assert float(metric.compute()) == pytest.approx(3 / 5)
+    metric.update(preds[:1], target[:1])  # all 4 positions: 2 of 4 right
+    assert float(metric.compute()) == pytest.approx(5 / 9)
+    metric.reset()
+    metric.update(preds, target, torch.tensor([0, 0]))  # no valid position
+    assert int(metric.total) == 0 and float(metric.compute()) == 0.0  # 0 / 0 reads as 0
+    metric.reset()
+    other = TokenAccuracy()
+    metric.update(preds[:1], target[:1], lengths[:1])
+    other.update(preds[1:], target[1:], lengths[1:])
+    metric.merge_state(other)  # what the distributed sum-reduction does
+    assert float(metric.compute()) == pytest.approx(3 / 5)
+
+
+# ---------------------------------------------------------------------- span F1
+def test_span_f1_hand_example() -> None:
+    # gold: PER(0,1) LOC(3,4) | PER(0,1) from a stray I-PER I-PER
+    gold = torch.tensor([[1, 2, 0, 3, 4, 0], [2, 2, 0, 0, 0, 0]])
+    # pred: PER(0,1) LOC(3,3) | PER(0,0) (stray I-PER) LOC(1,1) (I-LOC after I-PER)
+    pred = torch.tensor([[1, 2, 0, 3, 0, 0], [2, 4, 0, 0, 0, 0]])
+    metric = SpanF1(TAGS, output="all")
+    metric.update(pred, gold, torch.tensor([6, 3]))
+    out = metric.compute()
+    assert isinstance(out, dict)
+    assert float(out["precision"]) == pytest.approx(1 / 4)
+    assert float(out["recall"]) == pytest.approx(1 / 3)
+    assert float(out["f1"]) == pytest.approx(2 / 7)
+    assert float(out["f1/PER"]) == pytest.approx(0.5) and float(out["f1/LOC"]) == 0.0
+    assert conlleval_counts(
+        _tags(gold, torch.tensor([6, 3])), _tags(pred, torch.tensor([6, 3]))
+    ) == (1, 4, 3)
+    assert metric.entity_types == ("PER", "LOC")
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_span_f1_matches_conlleval_port(data: st.DataObject) -> None:
+    b = data.draw(st.integers(1, 4))
+    n = data.draw(st.integers(1, 8))
+    gold = torch.tensor(
+        data.draw(
+            st.lists(st.lists(st.integers(0, 4), min_size=n, max_size=n), min_size=b, max_size=b)
+        )
+    )
+    noise = torch.tensor(
+        data.draw(
+            st.lists(st.lists(st.integers(0, 4), min_size=n, max_size=n), min_size=b, max_size=b)
+        )
+    )
+    flip = torch.tensor(
+        data.draw(st.lists(st.lists(st.booleans(), min_size=n, max_size=n), min_size=b, max_size=b))
+    )
+    pred = torch.where(flip, noise, gold)
+    lengths = torch.tensor(data.draw(st.lists(st.integers(0, n), min_size=b, max_size=b)))
+    tp, n_pred, n_gold = conlleval_counts(_tags(gold, lengths), _tags(pred, lengths))
+    metric = SpanF1(TAGS, output="all")
+    metric.update(pred, gold, lengths)
+    out = metric.compute()
+    assert (int(metric.tp.sum()), int(metric.n_pred.sum()), int(metric.n_gold.sum())) == (
+        tp,
+        n_pred,
+        n_gold,
+    )
+    p, r, f = _f1(tp, n_pred, n_gold)
+    assert float(out["precision"]) == pytest.approx(p, abs=1e-6)
+    assert float(out["recall"]) == pytest.approx(r, abs=1e-6)
+    assert float(out["f1"]) == pytest.approx(f, abs=1e-6)
+    split = SpanF1(TAGS)  # one example per update = one big update
+    for i in range(b):
+        split.update(pred[i : i + 1], gold[i : i + 1], lengths[i : i + 1])
+    assert float(split.compute()) == pytest.approx(f, abs=1e-6)
+
+
+def test_span_f1_errors() -> None:
+    with pytest.raises(
+        ValueError, match="tags must be 'O', 'B-X' or 'I-X' \\(BIO / IOB2\\); got 'PER'"
+    ):
+        SpanF1(["O", "PER"])
+    with pytest.raises(TypeError, match="tags must be strings; got 3"):
+        SpanF1(["O", 3])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="tags must be distinct"):
+        SpanF1(["O", "B-A", "O"])
+    with pytest.raises(
+        ValueError, match="output must be one of 'f1', 'precision', 'recall', 'all'; got 'auc'"
+    ):
+        SpanF1(TAGS, output="auc")  # type: ignore[arg-type]
+    metric = SpanF1(TAGS)
+    with pytest.raises(
+        ValueError,
+        match=r"preds must be tag ids in \[0, 5\) at valid positions; got values in \[0, 7\]",
+    ):
+        metric.update(torch.tensor([[7, 0]]), torch.tensor([[0, 0]]))
+    metric.update(torch.tensor([[1, 7]]), torch.tensor([[1, 0]]), torch.tensor([1]))  # 7 is padding
+    assert float(metric.compute()) == 1.0
+    with pytest.raises(
+        ValueError, match=r"preds and target must have the same shape; got \(1, 2\) and \(1, 3\)"
+    ):
+        metric.update(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long))
+    with pytest.raises(
+        ValueError, match=r"lengths must be in \[0, 2\] \(N from preds\); got values in \[3, 3\]"
+    ):
+        metric.update(
+            torch.zeros(1, 2, dtype=torch.long),
+            torch.zeros(1, 2, dtype=torch.long),
+            torch.tensor([3]),
+        )
+    with pytest.raises(
+        ValueError, match=r"lengths must have shape \(B,\) = \(1,\) \(B from preds\); got \(2,\)"
+    ):
+        metric.update(
+            torch.zeros(1, 2, dtype=torch.long),
+            torch.zeros(1, 2, dtype=torch.long),
+            torch.tensor([1, 1]),
+        )
+    with pytest.raises(
+        ValueError, match="preds must have an integer or bool dtype; got torch.float32"
+    ):
+        metric.update(torch.zeros(1, 2), torch.zeros(1, 2, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------- micro F1
+def test_micro_f1_hand_values_and_alternative() -> None:
+    preds = torch.tensor([[1, 0, 1], [0, 0, 1], [1, 1, 1]])
+    target = torch.tensor([[1, 1, 0], [0, 0, 1], [0, 1, 1]])
+    metric = MicroF1()
+    metric.update(preds, target)
+    tp, fp, fn = 4, 2, 1
+    assert float(metric.compute()) == pytest.approx(2 * tp / (2 * tp + fp + fn))
+    g = torch.Generator().manual_seed(0)
+    big_p, big_t = (
+        torch.randint(0, 2, (50, 6), generator=g),
+        torch.randint(0, 2, (50, 6), generator=g),
+    )
+    one, many = MicroF1(), MicroF1()
+    one.update(big_p.bool(), big_t)
+    for chunk in range(0, 50, 7):
+        many.update(big_p[chunk : chunk + 7], big_t[chunk : chunk + 7])
+    p = (big_p & big_t).sum() / big_p.sum()
+    r = (big_p & big_t).sum() / big_t.sum()
+    assert float(one.compute()) == pytest.approx(float(2 * p * r / (p + r)), abs=1e-6)
+    assert float(many.compute()) == pytest.approx(float(one.compute()))
+    with pytest.raises(
+        ValueError, match=r"target must hold 0/1 label indicators; got values in \[0, 2\]"
+    ):
+        metric.update(preds, target + target)
+    with pytest.raises(ValueError, match=r"preds must have 2 dims; got shape \(3,\)"):
+        metric.update(preds[0], target[0])
+
+
+# ---------------------------------------------------------------------- exact match
+def test_exact_match_layouts() -> None:
+    metric = ExactMatch()
+    preds = torch.tensor([[1, 2, 9], [1, 2, 3], [0, 0, 0]])
+    target = torch.tensor([[1, 2, 0], [1, 2, 0], [0, 1, 0]])
+    metric.update(preds, target, torch.tensor([2, 3, 1]))  # padding differences do not count
+    assert float(metric.compute()) == pytest.approx(2 / 3)
+    metric.update(preds, target)  # no lengths: everything counts -> 0 of 3 more
+    assert float(metric.compute()) == pytest.approx(2 / 6)
+    classes = ExactMatch()
+    classes.update(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 0, 3, 0]))
+    assert float(classes.compute()) == 0.5
+    trees = ExactMatch(tree=True)
+    a = torch.tensor([[[0, 1, 0], [0, 0, 1], [1, 1, 1]], [[0, 0, 2], [5, 5, 5], [5, 5, 5]]])
+    b = a.clone()
+    b[1, 1:] = 0
+    trees.update(a, b, torch.tensor([2, 1]))
+    assert float(trees.compute()) == 1.0
+    with pytest.raises(
+        ValueError,
+        match=r"lengths must be in \[0, 2\] \(\(rows \+ 1\) / 2 from preds\); got values in \[2, 3\]",
+    ):
+        trees.update(a, b, torch.tensor([2, 3]))
+    with pytest.raises(
+        ValueError, match=r"lengths needs preds with a dim 1 to mask; got shape \(4,\)"
+    ):
+        classes.update(
+            torch.zeros(4, dtype=torch.long),
+            torch.zeros(4, dtype=torch.long),
+            torch.ones(4, dtype=torch.long),
+        )
+
+
+# ---------------------------------------------------------------------- bracket F1
+def _brackets(spans: torch.Tensor, m: int, labelled: bool, pre: bool, root: bool) -> Counter:
+    out: Counter = Counter()
+    for s, e, a in spans[: 2 * m - 1].tolist():
+        if pre and s == e:
+            continue
+        if root and (s, e) == (0, m - 1):
+            continue
+        out[(s, e, a if labelled else 0)] += 1
+    return out
+
+
+def test_bracket_f1_hand_example() -> None:
+    # gold (S (A x y) z): S(0,2) A(0,1) leaves; pred (S x (A y z)): S(0,2) A(1,2) leaves
+    gold = torch.tensor([[[0, 2, 0], [0, 1, 1], [0, 0, 2], [1, 1, 2], [2, 2, 3]]])
+    pred = torch.tensor([[[0, 2, 0], [0, 0, 2], [1, 2, 1], [1, 1, 2], [2, 2, 2]]])
+    lengths = torch.tensor([3])
+    metric = BracketF1()
+    metric.update(pred, gold, lengths)
+    assert float(metric.compute()) == pytest.approx(0.5)  # S matches, A does not
+    with_leaves = BracketF1(exclude_preterminals=False, output="all")
+    with_leaves.update(pred, gold, lengths)
+    out = with_leaves.compute()
+    assert isinstance(out, dict) and float(out["f1"]) == pytest.approx(3 / 5)  # S, (0,0,2), (1,1,2)
+    no_root = BracketF1(exclude_root=True)
+    no_root.update(pred, gold, lengths)
+    assert float(no_root.compute()) == 0.0
+
+
+@pytest.mark.parametrize(
+    "labelled,pre,root",
+    [(True, True, False), (False, True, False), (True, False, True), (False, False, False)],
+)
+def test_bracket_f1_matches_brute_force(labelled: bool, pre: bool, root: bool) -> None:
+    bank = pcfg_treebank(
+        12, num_nonterminals=2, num_preterminals=2, vocab_size=5, min_length=1, max_length=5, seed=4
+    )
+    cky = CKY(4)
+    g = torch.Generator().manual_seed(1)
+    n = bank.words.shape[1]
+    pot = CKY.potentials_from(
+        torch.randn(12, n, 4, generator=g, dtype=torch.float64),
+        torch.randn(4, 4, 4, generator=g, dtype=torch.float64),
+    )
+    pred, _ = cky.argmax(pot, bank.lengths)
+    metric = BracketF1(labelled=labelled, exclude_preterminals=pre, exclude_root=root, output="all")
+    for i in range(0, 12, 5):  # several updates
+        metric.update(pred[i : i + 5], bank.spans[i : i + 5], bank.lengths[i : i + 5])
+    tp = n_pred = n_gold = 0
+    for i in range(12):
+        m = int(bank.lengths[i])
+        p = _brackets(pred[i], m, labelled, pre, root)
+        t = _brackets(bank.spans[i], m, labelled, pre, root)
+        tp += sum((p & t).values())
+        n_pred += sum(p.values())
+        n_gold += sum(t.values())
+    out = metric.compute()
+    assert isinstance(out, dict)
+    assert (int(metric.tp), int(metric.n_pred), int(metric.n_gold)) == (tp, n_pred, n_gold)
+    want = _f1(tp, n_pred, n_gold)
+    assert [float(out[k]) for k in ("precision", "recall", "f1")] == pytest.approx(
+        list(want), abs=1e-6
+    )
+    perfect = BracketF1()
+    perfect.update(bank.spans, bank.spans, bank.lengths)
+    assert float(perfect.compute()) == 1.0
+
+
+def test_bracket_f1_errors() -> None:
+    metric = BracketF1()
+    spans = torch.zeros(2, 3, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="lengths must be given"):
+        metric.update(spans, spans, None)  # type: ignore[arg-type]
+    with pytest.raises(
+        ValueError, match=r"preds and target must have shape \(B, 2N - 1, 3\) with the same B"
+    ):
+        metric.update(spans, spans[:1], torch.tensor([2, 2]))
+    with pytest.raises(ValueError, match=r"lengths must be in \[0, 2\]"):
+        metric.update(spans, spans, torch.tensor([2, 3]))
+
+
+# ---------------------------------------------------------------------- collections
+def test_task_metrics_names_prefix_and_kwargs_filtering() -> None:
+    val = task_metrics("bio", "val/", TAGS)
+    gold = torch.tensor([[1, 2, 0, 3]])
+    val.update(gold, gold, lengths=torch.tensor([4]))
+    out = val.compute()
+    assert set(out) == {"val/token_accuracy", "val/span_f1", "val/exact_match"}
+    assert all(float(v) == 1.0 for v in out.values())
+    ml = task_metrics("multilabel", "test/")
+    ml.update(torch.tensor([[1, 0]]), torch.tensor([[1, 1]]))
+    assert set(ml.compute()) == {"test/micro_f1", "test/exact_match"}
+    tree = task_metrics("tree", "train/")
+    assert set(tree.keys()) == {"train/bracket_f1", "train/exact_match"}
+    assert set(task_metrics("multiclass").keys()) == {"accuracy"}
+    assert set(task_metrics("sequence").keys()) == {"token_accuracy", "exact_match"}
+    with pytest.raises(ValueError, match="task must be one of"):
+        task_metrics("ner")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="tags must be given for task 'bio' and only for it"):
+        task_metrics("bio")
+
+
+def test_states_are_sum_reduced_and_reset() -> None:
+    for metric in (TokenAccuracy(), SpanF1(TAGS), MicroF1(), ExactMatch(), BracketF1()):
+        assert set(metric._reductions) == set(metric._defaults)
+        for name, fn in metric._reductions.items():
+            assert fn is not None and fn.__name__ == "dim_zero_sum", (type(metric).__name__, name)
+        metric.reset()
+        assert all(int(getattr(metric, name).sum()) == 0 for name in metric._defaults)
