@@ -83,39 +83,41 @@ class LinearChain(Structure):
         if unary.dim() != 3:
             raise ValueError(f"unary must have shape (B, N, C); got {tuple(unary.shape)}")
         b, n, c = unary.shape
-        pot = unary.new_zeros(b, n, c, c) + unary.unsqueeze(2)  # (B, N, C, C): [t, i, j] += u[t, j]
-        if transition is not None:
-            if transition.shape[-2:] != (c, c):
-                raise ValueError(
-                    f"transition must end in ({c}, {c}); got {tuple(transition.shape)}"
-                )
-            if transition.dim() == 2:
-                tr = transition.expand(b, n - 1, c, c)
-            elif transition.dim() == 3:
-                tr = transition.unsqueeze(1).expand(b, n - 1, c, c)
-            elif transition.dim() == 4 and transition.shape[:2] == (b, n - 1):
-                tr = transition
-            else:
-                raise ValueError(
-                    "transition must have shape (C, C), (B, C, C) or (B, N - 1, C, C) = "
-                    f"({b}, {n - 1}, {c}, {c}); got {tuple(transition.shape)}"
-                )
-            pot = torch.cat([pot[:, :1], pot[:, 1:] + tr], dim=1)
-        row0 = torch.zeros(c, dtype=torch.bool, device=unary.device)
-        row0[0] = True
-        if start is not None:
-            if start.shape[-1] != c or start.dim() > 2:
-                raise ValueError(f"start must have shape (C,) or (B, C); got {tuple(start.shape)}")
-            first = pot[:, 0] + torch.where(row0.view(c, 1), start.view(-1, 1, c), 0.0)
-            pot = torch.cat([first.unsqueeze(1), pot[:, 1:]], dim=1)
+        dev = unary.device
         if end is not None:
             if end.shape[-1] != c or end.dim() > 2:
                 raise ValueError(f"end must have shape (C,) or (B, C); got {tuple(end.shape)}")
             if lengths is None:
-                lengths = torch.full((b,), n, dtype=torch.long, device=unary.device)
-            last = (torch.arange(n, device=unary.device) == (lengths.view(b, 1) - 1))  # (B, N)
-            pot = pot + last.view(b, n, 1, 1) * end.view(-1, 1, 1, c).to(pot.dtype)
-        return pot
+                lengths = torch.full((b,), n, dtype=torch.long, device=dev)
+            last = torch.arange(n, device=dev) == (lengths.view(b, 1) - 1)  # (B, N)
+            unary = unary + last.unsqueeze(2).to(unary.dtype) * end.view(-1, 1, c)  # (B, N, C)
+        # edge: (B or 1, N, C, C) potentials that do not depend on the position's own label
+        # score: transitions for t >= 1, start on row 0 (the virtual start state) at t = 0
+        if transition is None:
+            rest = unary.new_zeros(1, n - 1, c, c)
+        elif transition.shape[-2:] != (c, c):
+            raise ValueError(f"transition must end in ({c}, {c}); got {tuple(transition.shape)}")
+        elif transition.dim() == 2:
+            rest = transition.expand(1, n - 1, c, c)
+        elif transition.dim() == 3 and transition.shape[0] == b:
+            rest = transition.unsqueeze(1).expand(b, n - 1, c, c)
+        elif transition.dim() == 4 and transition.shape[:2] == (b, n - 1):
+            rest = transition
+        else:
+            raise ValueError(
+                "transition must have shape (C, C), (B, C, C) or (B, N - 1, C, C) = "
+                f"({b}, {n - 1}, {c}, {c}); got {tuple(transition.shape)}"
+            )
+        row0 = (torch.arange(c, device=dev) == 0).view(c, 1)  # (C, 1)
+        if start is None:
+            first = unary.new_zeros(1, 1, c, c)
+        elif start.shape[-1] != c or start.dim() > 2:
+            raise ValueError(f"start must have shape (C,) or (B, C); got {tuple(start.shape)}")
+        else:
+            first = (row0 * start.view(-1, 1, c)).unsqueeze(1)  # (B or 1, 1, C, C)
+        rows = max(first.shape[0], rest.shape[0])
+        edge = torch.cat([first.expand(rows, 1, c, c), rest.expand(rows, n - 1, c, c)], dim=1)
+        return unary.unsqueeze(2) + edge  # (B, N, C, C): [t, i, j] = u[t, j] + edge[t, i, j]
 
     # ------------------------------------------------------------------ checks
     def _check(self, potentials: Potentials, lengths: Optional[Tensor]) -> tuple[Tensor, Tensor]:
