@@ -164,6 +164,33 @@ class Structure:
                 raise ValueError(f"potentials contain NaN (potentials[{i}] of shape {tuple(x.shape)})")
         return self._check(potentials, lengths)
 
+    def check_lengths(
+        self, lengths: Optional[Tensor], batch_size: int, max_length: int, device: torch.device
+    ) -> Tensor:
+        """Validate per-example ``lengths`` in ``[1, max_length]``; ``None`` means all full.
+
+        Returns:
+            (B,) long tensor on ``device``.
+        """
+        if lengths is None:
+            return torch.full((batch_size,), max_length, dtype=torch.long, device=device)
+        if not isinstance(lengths, Tensor):
+            raise TypeError(f"lengths must be a torch.Tensor; got {type(lengths).__name__}")
+        if lengths.shape != (batch_size,):
+            raise ValueError(
+                f"lengths must have shape (B,) = ({batch_size},); got {tuple(lengths.shape)}"
+            )
+        if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
+            raise ValueError(f"lengths must have an integer dtype; got {lengths.dtype}")
+        if self.validate:
+            lo, hi = int(lengths.min()), int(lengths.max())
+            if lo < 1 or hi > max_length:
+                raise ValueError(
+                    f"lengths must be in [1, N] = [1, {max_length}] (N from the potentials); got "
+                    f"values in [{lo}, {hi}]"
+                )
+        return lengths.to(device=device, dtype=torch.long)
+
     def log_partition(self, potentials: Potentials, lengths: Optional[Tensor] = None) -> Tensor:
         """log Z: log-sum-exp of the scores of all structures. Shape (B,)."""
         potentials, lengths = self.check(potentials, lengths)

@@ -195,29 +195,9 @@ class CKY(Structure):
                     f"potentials.{name} must have the dtype and device of terms ({terms.dtype}, "
                     f"{terms.device}); got ({x.dtype}, {x.device})"
                 )
-        return CKYPotentials(terms, rules, roots, spans), self._check_lengths(
+        return CKYPotentials(terms, rules, roots, spans), self.check_lengths(
             lengths, b, n, terms.device
         )
-
-    def _check_lengths(
-        self, lengths: Optional[Tensor], b: int, n: int, device: torch.device
-    ) -> Tensor:
-        if lengths is None:
-            return torch.full((b,), n, dtype=torch.long, device=device)
-        if not isinstance(lengths, Tensor):
-            raise TypeError(f"lengths must be a torch.Tensor; got {type(lengths).__name__}")
-        if lengths.shape != (b,):
-            raise ValueError(f"lengths must have shape (B,) = ({b},); got {tuple(lengths.shape)}")
-        if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
-            raise ValueError(f"lengths must have an integer dtype; got {lengths.dtype}")
-        if self.validate:
-            lo, hi = int(lengths.min()), int(lengths.max())
-            if lo < 1 or hi > n:
-                raise ValueError(
-                    f"lengths must be in [1, N] = [1, {n}] (N from the potentials); got values in "
-                    f"[{lo}, {hi}]"
-                )
-        return lengths.to(device=device, dtype=torch.long)
 
     def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
         b = lengths.shape[0]
@@ -502,7 +482,7 @@ class CKY(Structure):
                     f"parts.terms must have shape (B, N, NT) = ({b}, {n}, {nt}); got {got}"
                 )
             lengths = terms.detach().sum((1, 2)).round().long()  # one leaf per position
-        lengths = self._check_lengths(lengths, b, n, spans.device)
+        lengths = self.check_lengths(lengths, b, n, spans.device)
         with torch.no_grad():
             spans = spans.detach()
             zeros = CKYPotentials(
@@ -585,7 +565,7 @@ class CKY(Structure):
                         "length in "
                         f"[1, {n}]; got lengths in [{lo}, {hi}]"
                     )
-        lengths = self._check_lengths(lengths, labels.shape[0], n, labels.device)
+        lengths = self.check_lengths(lengths, labels.shape[0], n, labels.device)
         return self.check_labels(labels, lengths, name), lengths
 
     def _score(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:

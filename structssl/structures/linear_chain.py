@@ -135,27 +135,7 @@ class LinearChain(Structure):
         b, n = potentials.shape[:2]
         if n == 0:
             raise ValueError(f"potentials must have N >= 1 positions; got shape {tuple(potentials.shape)}")
-        return potentials, self._check_lengths(lengths, b, n, potentials.device)
-
-    def _check_lengths(
-        self, lengths: Optional[Tensor], b: int, n: int, device: torch.device
-    ) -> Tensor:
-        if lengths is None:
-            return torch.full((b,), n, dtype=torch.long, device=device)
-        if not isinstance(lengths, Tensor):
-            raise TypeError(f"lengths must be a torch.Tensor; got {type(lengths).__name__}")
-        if lengths.shape != (b,):
-            raise ValueError(f"lengths must have shape (B,) = ({b},); got {tuple(lengths.shape)}")
-        if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
-            raise ValueError(f"lengths must have an integer dtype; got {lengths.dtype}")
-        if self.validate:
-            lo, hi = int(lengths.min()), int(lengths.max())
-            if lo < 1 or hi > n:
-                raise ValueError(
-                    f"lengths must be in [1, N] = [1, {n}] (N from the potentials); got values "
-                    f"in [{lo}, {hi}]"
-                )
-        return lengths.to(device=device, dtype=torch.long)
+        return potentials, self.check_lengths(lengths, b, n, potentials.device)
 
     def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
         b = lengths.shape[0]
@@ -298,7 +278,7 @@ class LinearChain(Structure):
         if not isinstance(parts, Tensor) or parts.dim() != 4:
             raise ValueError("parts must be a tensor of shape (B, N, C, C)")
         b, n = parts.shape[:2]
-        lengths = self._check_lengths(lengths, b, n, parts.device)
+        lengths = self.check_lengths(lengths, b, n, parts.device)
         labels = self.node_parts(parts).argmax(dim=2)
         return torch.where(self.valid_mask(lengths, n), labels, 0)
 
@@ -332,7 +312,7 @@ class LinearChain(Structure):
         if not isinstance(labels, Tensor) or labels.dim() != 2:
             got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
             raise ValueError(f"{name} must have shape (B, N); got {got}")
-        lengths = self._check_lengths(lengths, labels.shape[0], labels.shape[1], labels.device)
+        lengths = self.check_lengths(lengths, labels.shape[0], labels.shape[1], labels.device)
         return self.check_labels(labels, lengths, name), lengths
 
     def _score(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
