@@ -331,13 +331,12 @@ class Structure:
         if cost == "hamming":
             aug = self.cost_augmented_potentials(potentials, target, lengths)
             return self.argmax(aug, lengths)
-        labels, scores = self.kbest(potentials, 2, lengths)  # (B, 2, ...), (B, 2)
-        other, other_score = self._best_other(labels, scores, target)
+        others, other_scores = self.cost_augmented_kbest(potentials, target, 1, lengths, "zero_one")
         target_score = self._score(potentials, target, lengths)
-        take_other = other_score + 1.0 > target_score  # ties go to the target (cost 0)
+        take_other = other_scores[:, 0] > target_score  # ties go to the target (cost 0)
         shape = (-1,) + (1,) * (target.dim() - 1)
-        best = torch.where(take_other.view(shape), other, target)
-        return best, torch.where(take_other, other_score + 1.0, target_score)
+        best = torch.where(take_other.view(shape), others[:, 0], target)
+        return best, torch.where(take_other, other_scores[:, 0], target_score)
 
     def cost_augmented_kbest(
         self,
@@ -369,16 +368,6 @@ class Structure:
         )
         others = scores.masked_fill(same, float("-inf")) + 1.0  # the target is no candidate
         return labels.gather(1, idx), others.gather(1, order)
-
-    def _best_other(
-        self, labels: Tensor, scores: Tensor, target: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        """From the 2-best list, the best structure different from ``target``."""
-        first_is_target = self.same(labels[:, :1], target.unsqueeze(1))[:, 0]
-        shape = (-1,) + (1,) * (target.dim() - 1)
-        other = torch.where(first_is_target.view(shape), labels[:, 1], labels[:, 0])
-        other_score = torch.where(first_is_target, scores[:, 1], scores[:, 0])
-        return other, other_score
 
     def same(self, a: Tensor, b: Tensor) -> Tensor:
         """Whether labels ``a`` (B, k, ...) equal ``b`` (B, 1, ...). Shape (B, k).
