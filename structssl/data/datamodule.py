@@ -1,0 +1,508 @@
+"""Lightning data modules: labeled / unlabeled / dev / test splits for semi-supervised training.
+
+Import it as ``structssl.data.datamodule`` (the :mod:`structssl.data` package itself imports no
+Lightning). Every data module
+
+* splits a training pool into a **labeled** part and an **unlabeled** part, either by count
+  (``num_labeled``) or by degree of labeling (``labeled_fraction``, the fraction of the pool
+  that keeps its labels), with a seeded permutation (``seed``), so the same arguments always
+  give the same split;
+* hands the training step the labeled and the unlabeled batches *together* (one
+  :class:`~pytorch_lightning.utilities.CombinedLoader` in ``"max_size_cycle"`` mode: an epoch
+  is as long as the longer of the two loaders, the shorter one cycles);
+* exposes ``num_labeled_examples``, ``num_unlabeled_examples`` and ``num_labels`` after
+  :meth:`setup`, which the training procedures read to scale their objective.
+
+Batch format (dicts of tensors, the :func:`~structssl.data.batch.collate_sequences` layout):
+
+=====================  =======================================================================
+where                  batch
+=====================  =======================================================================
+training step          ``{"labeled": L, "unlabeled": U}`` (``"unlabeled"`` only when the pool
+                       has unlabeled examples and the procedure uses them: a procedure whose
+                       class attribute ``uses_unlabeled`` is ``False`` gets labeled batches
+                       only, still under ``"labeled"``)
+validation / test      ``L`` (dev / test examples, with labels)
+predict                ``L`` of the test set (labels included; ignored by ``predict_step``)
+=====================  =======================================================================
+
+``L`` holds ``inputs`` (B, N, D) float (synthetic HMM) or (B, N, F) long feature indices
+(CoNLL), ``labels`` (B, N) long and ``lengths`` (B,) long; with two views also ``inputs_b``
+(the second view's inputs, same leading dims). ``U`` is the same without ``labels`` (the
+unlabeled examples' labels are never handed to the training step).
+
+``batch_size=None`` (the default) puts a whole split in one batch: the full-batch L-BFGS fast
+path of the linear scorers on small data. Give ``batch_size`` (labeled) and
+``unlabeled_batch_size`` for mini-batch training.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal, Optional
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.utilities import CombinedLoader
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from structssl.data.batch import SEQUENCE_KEYS, collate_sequences
+from structssl.data.synthetic import hmm_sequences
+
+__all__ = [
+    "SemiSupervisedDataModule",
+    "SyntheticHMMDataModule",
+    "CoNLLDataModule",
+    "split_pool",
+    "DEFAULT_LABELED_FRACTION",
+]
+
+Example = dict[str, Tensor]
+
+#: degree of labeling when neither ``num_labeled`` nor ``labeled_fraction`` is given
+DEFAULT_LABELED_FRACTION = 0.1
+
+#: per-position keys padded by the collate function (the second view's inputs included)
+_SEQUENCE_KEYS = (*SEQUENCE_KEYS, "inputs_b")
+
+
+def _check_count(value: Optional[int], name: str, minimum: int = 0) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum} or None; got {value!r}")
+    return value
+
+
+def split_pool(
+    pool_size: int,
+    num_labeled: Optional[int] = None,
+    labeled_fraction: Optional[float] = None,
+    num_unlabeled: Optional[int] = None,
+    seed: int = 0,
+) -> tuple[Tensor, Tensor]:
+    """Seeded split of a training pool into labeled and unlabeled indices.
+
+    The pool is permuted with ``torch.Generator().manual_seed(seed)``; the first
+    ``num_labeled`` indices (or ``round(labeled_fraction * pool_size)``, at least 1) are labeled,
+    the next ``num_unlabeled`` (default: all the rest) unlabeled.
+
+    Args:
+        pool_size: number of training examples available.
+        num_labeled: labeled examples (by count); exclusive with ``labeled_fraction``.
+        labeled_fraction: degree of labeling in (0, 1]; exclusive with ``num_labeled``. When
+            neither is given the degree of labeling is :data:`DEFAULT_LABELED_FRACTION` (10%).
+        num_unlabeled: unlabeled examples taken from the rest (default: all of it).
+        seed: the permutation seed.
+
+    Returns:
+        ``(labeled, unlabeled)`` long index tensors into the pool.
+
+    Raises:
+        ValueError: both ``num_labeled`` and ``labeled_fraction``, or sizes that do not fit in
+            the pool.
+    """
+    _check_count(pool_size, "pool_size", 1)
+    if num_labeled is not None and labeled_fraction is not None:
+        raise ValueError(
+            "at most one of num_labeled and labeled_fraction may be given; got "
+            f"num_labeled={num_labeled!r}, labeled_fraction={labeled_fraction!r}"
+        )
+    if num_labeled is None and labeled_fraction is None:
+        labeled_fraction = DEFAULT_LABELED_FRACTION
+    if labeled_fraction is not None:
+        if isinstance(labeled_fraction, bool) or not 0.0 < float(labeled_fraction) <= 1.0:
+            raise ValueError(f"labeled_fraction must be in (0, 1]; got {labeled_fraction!r}")
+        num_labeled = max(1, round(float(labeled_fraction) * pool_size))
+    _check_count(num_labeled, "num_labeled", 1)
+    _check_count(num_unlabeled, "num_unlabeled", 0)
+    assert num_labeled is not None
+    if num_labeled > pool_size:
+        raise ValueError(
+            f"num_labeled must be <= the pool size {pool_size}; got {num_labeled}"
+        )
+    rest = pool_size - num_labeled
+    if num_unlabeled is None:
+        num_unlabeled = rest
+    elif num_unlabeled > rest:
+        raise ValueError(
+            f"num_unlabeled must be <= the pool size minus the labeled examples "
+            f"({pool_size} - {num_labeled} = {rest}); got {num_unlabeled}"
+        )
+    perm = torch.randperm(pool_size, generator=torch.Generator().manual_seed(seed))
+    return perm[:num_labeled], perm[num_labeled : num_labeled + num_unlabeled]
+
+
+class _ListDataset(torch.utils.data.Dataset):
+    """A list of example dicts."""
+
+    def __init__(self, examples: list[Example]) -> None:
+        self.examples = examples
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int) -> Example:
+        return self.examples[index]
+
+
+class SemiSupervisedDataModule(pl.LightningDataModule):
+    """Base of the data modules: loaders over example lists made by :meth:`build` (see module doc).
+
+    Subclasses implement :meth:`build`, returning the four example lists (labeled training
+    examples with ``labels``; unlabeled ones without), and set ``num_labels``.
+
+    Args:
+        batch_size: labeled training batch size (``None``: the whole labeled set, one batch).
+        unlabeled_batch_size: unlabeled batch size (``None``: the whole unlabeled set).
+        eval_batch_size: dev / test / predict batch size (``None``: the whole split).
+        shuffle: reshuffle the training loaders every epoch (seeded by Lightning's seed).
+        num_workers: ``DataLoader`` workers.
+    """
+
+    def __init__(
+        self,
+        batch_size: Optional[int] = None,
+        unlabeled_batch_size: Optional[int] = None,
+        eval_batch_size: Optional[int] = None,
+        shuffle: bool = True,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.batch_size = _check_count(batch_size, "batch_size", 1)
+        self.unlabeled_batch_size = _check_count(unlabeled_batch_size, "unlabeled_batch_size", 1)
+        self.eval_batch_size = _check_count(eval_batch_size, "eval_batch_size", 1)
+        self.shuffle = bool(shuffle)
+        self.num_workers = _check_count(num_workers, "num_workers", 0)
+        self.num_labels: int = 0
+        self._splits: Optional[dict[str, list[Example]]] = None
+
+    # ------------------------------------------------------------------ to implement
+    def build(self) -> dict[str, list[Example]]:
+        """The examples of the splits ``labeled``, ``unlabeled``, ``dev``, ``test``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ lightning hooks
+    def setup(self, stage: Optional[str] = None) -> None:
+        """Build the splits once (deterministic given the arguments)."""
+        if self._splits is None:
+            splits = self.build()
+            assert set(splits) == {"labeled", "unlabeled", "dev", "test"}, set(splits)
+            self._splits = splits
+
+    @property
+    def splits(self) -> dict[str, list[Example]]:
+        """The example lists (builds them on first use)."""
+        if self._splits is None:
+            self.setup()
+        assert self._splits is not None
+        return self._splits
+
+    @property
+    def num_labeled_examples(self) -> int:
+        """n, the number of labeled training examples."""
+        return len(self.splits["labeled"])
+
+    @property
+    def num_unlabeled_examples(self) -> int:
+        """m, the number of unlabeled training examples."""
+        return len(self.splits["unlabeled"])
+
+    @staticmethod
+    def collate(examples: list[Example]) -> dict[str, Any]:
+        """One batch (the loaders' ``collate_fn``): padded tensors and ``lengths``."""
+        return collate_sequences(examples, sequence_keys=_SEQUENCE_KEYS)
+
+    def _loader(
+        self, examples: list[Example], batch_size: Optional[int], shuffle: bool
+    ) -> DataLoader:
+        size = len(examples) if batch_size is None else batch_size
+        return DataLoader(
+            _ListDataset(examples),
+            batch_size=max(size, 1),
+            shuffle=shuffle,
+            collate_fn=self.collate,
+            num_workers=self.num_workers,
+        )
+
+    def _wants_unlabeled(self) -> bool:
+        trainer = getattr(self, "trainer", None)
+        module = getattr(trainer, "lightning_module", None) if trainer is not None else None
+        return bool(getattr(module, "uses_unlabeled", True))
+
+    def train_dataloader(self) -> CombinedLoader:
+        loaders: dict[str, DataLoader] = {
+            "labeled": self._loader(self.splits["labeled"], self.batch_size, self.shuffle)
+        }
+        if self.splits["unlabeled"] and self._wants_unlabeled():
+            loaders["unlabeled"] = self._loader(
+                self.splits["unlabeled"], self.unlabeled_batch_size, self.shuffle
+            )
+        return CombinedLoader(loaders, mode="max_size_cycle")
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["dev"], self.eval_batch_size, False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["test"], self.eval_batch_size, False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["test"], self.eval_batch_size, False)
+
+
+def _count(value: int, name: str, minimum: int) -> int:
+    out = _check_count(value, name, minimum)
+    assert out is not None
+    return out
+
+
+class SyntheticHMMDataModule(SemiSupervisedDataModule):
+    """Sequences from a Gaussian-emission HMM (built in, no download): the quick-start data.
+
+    One HMM (:func:`~structssl.data.synthetic.hmm_sequences` with ``seed``) generates
+    ``num_train + num_dev + num_test`` sequences; the first ``num_train`` form the training
+    pool, split by :func:`split_pool` into labeled / unlabeled with ``split_seed``. Inputs are
+    the dense emissions ``inputs`` (B, N, dim) for ``LinearChainScorer(input_dim=dim)``; with
+    ``two_view=True`` the first ``dim // 2`` coordinates are ``inputs`` and the rest
+    ``inputs_b`` (for ``TwoViewScorer`` and the co-training procedure).
+
+    Args:
+        num_train: size of the training pool.
+        num_labeled: labeled examples taken from the pool (exclusive with ``labeled_fraction``).
+        labeled_fraction: degree of labeling of the pool, in (0, 1] (default when neither is
+            given: 10%).
+        num_unlabeled: unlabeled examples (default: the rest of the pool).
+        num_dev: dev (validation) sequences.
+        num_test: test sequences.
+        num_states: HMM states = labels.
+        length: sequence length (the maximum length when ``min_length`` is given).
+        min_length: lengths uniform in ``min_length .. length`` (default: all ``length``).
+        dim: emission dimension.
+        switch_prob: probability of changing state at each step.
+        separation: distance of the emission means from the origin.
+        noise: emission standard deviation.
+        two_view: split the emission coordinates into two views.
+        seed: the HMM and sampling seed.
+        split_seed: the labeled / unlabeled split seed.
+        data_dir: unused (synthetic data); accepted so every data module has the argument.
+        batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
+            :class:`SemiSupervisedDataModule`.
+    """
+
+    def __init__(
+        self,
+        num_train: int = 200,
+        num_labeled: Optional[int] = None,
+        labeled_fraction: Optional[float] = None,
+        num_unlabeled: Optional[int] = None,
+        num_dev: int = 100,
+        num_test: int = 200,
+        num_states: int = 5,
+        length: int = 20,
+        min_length: Optional[int] = None,
+        dim: int = 10,
+        switch_prob: float = 0.2,
+        separation: float = 2.0,
+        noise: float = 1.0,
+        two_view: bool = False,
+        seed: int = 0,
+        split_seed: int = 0,
+        data_dir: Optional[str] = None,
+        batch_size: Optional[int] = None,
+        unlabeled_batch_size: Optional[int] = None,
+        eval_batch_size: Optional[int] = None,
+        shuffle: bool = True,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
+        self.num_train = _count(num_train, "num_train", 1)
+        self.num_dev = _count(num_dev, "num_dev", 1)
+        self.num_test = _count(num_test, "num_test", 1)
+        self.dim = _count(dim, "dim", 2 if two_view else 1)
+        self.num_states = _count(num_states, "num_states", 2)
+        self.num_labels = self.num_states
+        self.length = _count(length, "length", 1)
+        self.min_length = min_length
+        self.switch_prob = float(switch_prob)
+        self.separation = float(separation)
+        self.noise = float(noise)
+        self.two_view = bool(two_view)
+        self.seed = seed
+        self.split_seed = split_seed
+        self.data_dir = data_dir
+        # validate the split arguments now (a user mistake fails at construction)
+        self._split_args = dict(
+            num_labeled=num_labeled, labeled_fraction=labeled_fraction, num_unlabeled=num_unlabeled
+        )
+        split_pool(self.num_train, seed=split_seed, **self._split_args)  # type: ignore[arg-type]
+
+    @property
+    def view_dims(self) -> tuple[int, int]:
+        """Input dims of the two views (``two_view=True``)."""
+        return self.dim // 2, self.dim - self.dim // 2
+
+    def build(self) -> dict[str, list[Example]]:
+        total = self.num_train + self.num_dev + self.num_test
+        data = hmm_sequences(
+            total,
+            length=self.length,
+            num_states=self.num_states,
+            switch_prob=self.switch_prob,
+            emission="gaussian",
+            dim=self.dim,
+            separation=self.separation,
+            noise=self.noise,
+            min_length=self.min_length,
+            seed=self.seed,
+            dtype=torch.float32,
+        )
+        examples: list[Example] = []
+        half = self.dim // 2
+        for example in data.examples():
+            if self.two_view:
+                x = example.pop("inputs")
+                example = {"inputs": x[:, :half], "inputs_b": x[:, half:], **example}
+            examples.append(example)
+        pool = examples[: self.num_train]
+        labeled, unlabeled = split_pool(
+            self.num_train, seed=self.split_seed, **self._split_args  # type: ignore[arg-type]
+        )
+        return {
+            "labeled": [pool[i] for i in labeled.tolist()],
+            "unlabeled": [_without_labels(pool[i]) for i in unlabeled.tolist()],
+            "dev": examples[self.num_train : self.num_train + self.num_dev],
+            "test": examples[self.num_train + self.num_dev :],
+        }
+
+
+def _without_labels(example: Example) -> Example:
+    return {k: v for k, v in example.items() if k != "labels"}
+
+
+class CoNLLDataModule(SemiSupervisedDataModule):
+    """CoNLL column files (CoNLL-2002 NER) with sparse token features, optionally two views.
+
+    The training file is the pool (split by :func:`split_pool`); dev and test are read from
+    their own files. A :class:`~structssl.data.features.FeatureExtractor` is fitted on the
+    pool's tokens (labeled and unlabeled: tokens only, no labels) and encodes every sentence
+    as ``inputs`` (n, F) long feature indices for ``LinearChainScorer(num_features=...)``
+    (read :attr:`num_features` after :meth:`setup`). With ``two_view=True`` a
+    :class:`~structssl.data.features.ViewSplit` divides them into ``inputs`` / ``inputs_b`` (the
+    views' sizes are :attr:`view_num_features`).
+
+    Args:
+        data_dir: the data directory (default: ``$STRUCTSSL_DATA``, else ``../shared/data``).
+        train_file: training file, relative to ``data_dir``.
+        dev_file: dev file, relative to ``data_dir``.
+        test_file: test file, relative to ``data_dir``.
+        num_labeled: labeled sentences (exclusive with ``labeled_fraction``).
+        labeled_fraction: degree of labeling of the training file, in (0, 1] (default when
+            neither is given: 10%).
+        num_unlabeled: unlabeled sentences (default: the rest of the training file).
+        max_dev: keep only the first ``max_dev`` dev sentences (default: all).
+        max_test: keep only the first ``max_test`` test sentences (default: all).
+        min_count: feature count threshold of the extractor.
+        window: context window of the extractor.
+        two_view: split the features into two views.
+        view_scheme: the :class:`ViewSplit` scheme.
+        seed: the labeled / unlabeled split seed (and the ``random`` view split's).
+        batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
+            :class:`SemiSupervisedDataModule`.
+    """
+
+    def __init__(
+        self,
+        data_dir: Optional[str] = None,
+        train_file: str = "conll2002/esp.train",
+        dev_file: str = "conll2002/esp.testa",
+        test_file: str = "conll2002/esp.testb",
+        num_labeled: Optional[int] = None,
+        labeled_fraction: Optional[float] = None,
+        num_unlabeled: Optional[int] = 1000,
+        max_dev: Optional[int] = None,
+        max_test: Optional[int] = None,
+        min_count: int = 1,
+        window: int = 1,
+        two_view: bool = False,
+        view_scheme: Literal["token_surface", "random", "odd_even"] = "token_surface",
+        seed: int = 0,
+        batch_size: Optional[int] = None,
+        unlabeled_batch_size: Optional[int] = None,
+        eval_batch_size: Optional[int] = None,
+        shuffle: bool = True,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
+        from structssl.data.conll import CONLL2002_LABELS
+
+        self.data_dir = data_dir
+        self.files = {"train": train_file, "dev": dev_file, "test": test_file}
+        self._split_args = dict(
+            num_labeled=num_labeled, labeled_fraction=labeled_fraction, num_unlabeled=num_unlabeled
+        )
+        if num_labeled is not None and labeled_fraction is not None:
+            raise ValueError(
+                "at most one of num_labeled and labeled_fraction may be given; got "
+                f"num_labeled={num_labeled!r}, labeled_fraction={labeled_fraction!r}"
+            )
+        self.max_dev = _check_count(max_dev, "max_dev", 1)
+        self.max_test = _check_count(max_test, "max_test", 1)
+        self.min_count = min_count
+        self.window = window
+        self.two_view = bool(two_view)
+        self.view_scheme = view_scheme
+        self.seed = seed
+        self.tags: tuple[str, ...] = tuple(CONLL2002_LABELS)
+        self.num_labels = len(self.tags)
+        self.num_features: int = 0
+        self.view_num_features: tuple[int, int] = (0, 0)
+
+    def _path(self, key: str) -> Any:
+        from structssl.data.paths import data_file
+
+        return data_file(self.files[key], f"a CoNLL column file ({key} split)", self.data_dir)
+
+    def build(self) -> dict[str, list[Example]]:
+        from structssl.data.conll import CONLL2002_LABELS, read_conll
+        from structssl.data.features import FeatureExtractor, ViewSplit
+
+        read = functools.partial(read_conll, labels=CONLL2002_LABELS)
+        train, dev, test = (read(self._path(k)) for k in ("train", "dev", "test"))
+        dev_seqs = dev.sequences[: self.max_dev]
+        test_seqs = test.sequences[: self.max_test]
+        labeled, unlabeled = split_pool(
+            len(train), seed=self.seed, **self._split_args  # type: ignore[arg-type]
+        )
+        pool_ids = labeled.tolist() + unlabeled.tolist()
+        extractor = FeatureExtractor(min_count=self.min_count, window=self.window)
+        extractor.fit([train.sequences[i] for i in pool_ids])
+        self.num_features = extractor.num_features
+        split = (
+            ViewSplit(extractor.feature_names, self.view_scheme, seed=self.seed)
+            if self.two_view
+            else None
+        )
+        if split is not None:
+            self.view_num_features = split.num_features
+        vocab = train.labels
+
+        def encode(seq: Any, with_labels: bool) -> Example:
+            features = extractor.encode(seq)
+            example: Example = {}
+            if split is not None:
+                a, b = split(features)
+                example["inputs"], example["inputs_b"] = a, b
+            else:
+                example["inputs"] = features
+            if with_labels:
+                example["labels"] = vocab.encode(seq.labels)
+            return example
+
+        return {
+            "labeled": [encode(train.sequences[i], True) for i in labeled.tolist()],
+            "unlabeled": [encode(train.sequences[i], False) for i in unlabeled.tolist()],
+            "dev": [encode(s, True) for s in dev_seqs],
+            "test": [encode(s, True) for s in test_seqs],
+        }
+

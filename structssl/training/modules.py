@@ -1,0 +1,629 @@
+"""Training procedures as ``LightningModule``s: supervised, transductive (nabla-TSVM), co-training.
+
+A procedure composes a **structure** (the decoder / dynamic programs), a **scorer** (the
+parameters: inputs -> potentials) and **losses** (parameter-free, see ``docs/losses.md``); it
+never re-implements a dynamic program.
+
+Objective (all procedures). The SVM objectives of the thesis (seed 001, OP 7.2 / 7.4 / 7.5) are
+``1/2 ||w||^2 + C sum_{i<=n} l_i + C_u sum_{j<=m} u_j`` over n labeled and m unlabeled
+examples. The procedures minimise that objective **divided by n**:
+
+    J(w) = ||w||^2 / (2 n) + C * mean_i l_i + C_u * (m / n) * mean_j u_j
+
+which has the same minimiser, keeps the numbers O(1) whatever n, and is what a mini-batch
+estimates without bias (the means run over the batch). ``||w||^2`` is the scorer's
+``weight_norm_squared()`` (every parameter, biases included unless
+``regularize_bias=False``). ``C_u = 1`` gives an unlabeled example the same weight as a
+labeled one (the thesis's and seed 004's convention). n and m are the sizes of the labeled
+and unlabeled training sets: the ``num_labeled`` / ``num_unlabeled`` arguments, or, when they
+are ``None``, the data module's ``num_labeled_examples`` / ``num_unlabeled_examples``. The
+likelihood losses (``CRFNLLLoss``, ``CompositeLikelihoodLoss``) fit the same template (a
+Gaussian prior with variance ``C``).
+
+Annealing. ``C``, ``C_u`` and the smax sharpness ``rho`` are the *final* values; their current
+values live in buffers (``current_C``, ``current_Cu``, ``current_rho``: saved in checkpoints)
+that the callbacks of :mod:`structssl.training.callbacks` set each epoch. Without a callback
+the current values are the final ones.
+
+Optimisers. ``optimizer="lbfgs"`` (default) runs ``torch.optim.LBFGS`` (strong Wolfe line
+search, ``lbfgs_max_iter`` iterations per training step) on each batch: with the data
+modules' default ``batch_size=None`` every split is one batch, so each epoch is
+``lbfgs_max_iter`` full-batch L-BFGS iterations, the fast path for linear scorers on small
+data. ``"adam"`` / ``"sgd"`` are mini-batch first-order steps with learning rate ``lr``. All
+three run under manual optimisation (``automatic_optimization = False``) with a closure that
+recomputes the objective, so L-BFGS can re-evaluate it during its line search; the
+non-convex terms (pseudo-labels, violators) are re-decoded at every evaluation.
+
+Batches: see :mod:`structssl.data.datamodule`. The training step takes
+``{"labeled": L, "unlabeled": U}`` (``U`` optional; a bare ``L`` is accepted too); validation,
+test and predict take ``L``. ``L`` / ``U`` hold ``inputs`` (and ``inputs_b`` for two views),
+``lengths`` (sequence and tree tasks) and, for ``L``, ``labels``. The scorer is called as
+``scorer(inputs, lengths)`` when its ``forward`` takes a ``lengths`` argument, else
+``scorer(inputs)``; the co-training procedure calls ``scorer(inputs, inputs_b, lengths)``.
+
+Evaluation decodes with ``structure.argmax`` (no autograd, works under Lightning's default
+``inference_mode``) and updates :func:`~structssl.metrics.task_metrics`; the metrics are
+logged per epoch as ``train/...`` (decoded on the labeled training batch after each step),
+``val/...`` and ``test/...``, together with ``train/objective``, ``train/labeled_loss``,
+``train/unlabeled_loss``, ``train/weight_norm_squared``, the current ``train/C``, ``train/Cu``,
+``train/rho``, and ``val/loss`` / ``test/loss`` (mean labeled loss).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, ClassVar, Literal, NamedTuple, Optional, Sequence
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor, nn
+
+from structssl.losses import CRFNLLLoss, NablaCoSVMLoss, NablaSVMLoss, NablaTSVMLoss
+from structssl.metrics import task_metrics
+from structssl.scorers.base import weight_norm_squared
+from structssl.structures.base import Potentials, Structure
+
+__all__ = [
+    "StructuredModule",
+    "SupervisedModule",
+    "TransductiveModule",
+    "CoTrainingModule",
+    "ObjectiveTerms",
+]
+
+Task = Literal["sequence", "bio", "multiclass", "multilabel", "tree"]
+OptimizerName = Literal["lbfgs", "adam", "sgd"]
+Batch = dict[str, Any]
+
+
+class ObjectiveTerms(NamedTuple):
+    """The pieces of ``J(w)`` at one evaluation (see the module docstring).
+
+    Attributes:
+        objective: ``J(w)``, the value minimised (differentiable).
+        weight_norm_squared: ``||w||^2``.
+        labeled_loss: ``mean_i l_i`` over the labeled batch.
+        unlabeled_loss: ``mean_j u_j`` over the unlabeled batch (0 when there is none).
+    """
+
+    objective: Tensor
+    weight_norm_squared: Tensor
+    labeled_loss: Tensor
+    unlabeled_loss: Tensor
+
+
+def _positive(value: float, name: str, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite float; got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}; got {value!r}")
+    return float(value)
+
+
+def _optional_count(value: Optional[int], name: str, minimum: int) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum} or None; got {value!r}")
+    return value
+
+
+def _takes(module: nn.Module, name: str) -> bool:
+    return name in inspect.signature(module.forward).parameters
+
+
+def _rho_holders(loss: nn.Module) -> list[nn.Module]:
+    """The modules of ``loss`` that hold an smax ``rho`` (the loss itself or its parts)."""
+    return [m for m in loss.modules() if isinstance(getattr(m, "rho", None), (int, float))]
+
+
+class StructuredModule(pl.LightningModule):
+    """Shared machinery of the procedures (objective scaling, optimisers, decoding, metrics).
+
+    Subclasses implement :meth:`objective_terms` (and :meth:`potentials` / :meth:`eval_loss` when
+    their scorer is not single-view).
+
+    Args:
+        structure: the structure (decoder), e.g. ``LinearChain(num_labels)``.
+        scorer: the ``nn.Module`` turning inputs into the structure's potentials.
+        C: weight of the labeled loss (final value when annealed).
+        Cu: weight of the unlabeled loss (final value when annealed; 0 for supervised).
+        optimizer: ``"lbfgs"`` (full-batch fast path), ``"adam"`` or ``"sgd"``.
+        lr: learning rate (L-BFGS: the initial step length; 1 is its usual value).
+        lbfgs_max_iter: L-BFGS iterations per training step.
+        lbfgs_history: L-BFGS history size.
+        momentum: SGD momentum.
+        regularize_bias: include bias parameters in ``||w||^2``.
+        num_labeled: n for the objective scaling (default: the data module's).
+        num_unlabeled: m for the objective scaling (default: the data module's).
+        task: the metrics family of :func:`~structssl.metrics.task_metrics`.
+        tags: the BIO tag names (task ``"bio"`` only).
+    """
+
+    #: whether the procedure trains on unlabeled batches (the data modules read it)
+    uses_unlabeled: ClassVar[bool] = False
+    #: the names of the annealable hyper-parameters
+    annealable: ClassVar[tuple[str, ...]] = ("C", "Cu", "rho")
+
+    def __init__(
+        self,
+        structure: Structure,
+        scorer: nn.Module,
+        C: float = 1.0,
+        Cu: float = 0.0,
+        optimizer: OptimizerName = "lbfgs",
+        lr: float = 1.0,
+        lbfgs_max_iter: int = 20,
+        lbfgs_history: int = 10,
+        momentum: float = 0.0,
+        regularize_bias: bool = True,
+        num_labeled: Optional[int] = None,
+        num_unlabeled: Optional[int] = None,
+        task: Task = "sequence",
+        tags: Optional[Sequence[str]] = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(structure, Structure):
+            raise TypeError(f"structure must be a Structure; got {type(structure).__name__}")
+        if not isinstance(scorer, nn.Module):
+            raise TypeError(f"scorer must be an nn.Module; got {type(scorer).__name__}")
+        if optimizer not in ("lbfgs", "adam", "sgd"):
+            raise ValueError(f"optimizer must be 'lbfgs', 'adam' or 'sgd'; got {optimizer!r}")
+        self.structure = structure
+        self.scorer = scorer
+        self.C = _positive(C, "C")
+        self.Cu = _positive(Cu, "Cu", allow_zero=True)
+        self.optimizer_name = optimizer
+        self.lr = _positive(lr, "lr")
+        self.lbfgs_max_iter = _optional_count(lbfgs_max_iter, "lbfgs_max_iter", 1)
+        self.lbfgs_history = _optional_count(lbfgs_history, "lbfgs_history", 1)
+        self.momentum = _positive(momentum, "momentum", allow_zero=True)
+        self.regularize_bias = bool(regularize_bias)
+        self.num_labeled = _optional_count(num_labeled, "num_labeled", 1)
+        self.num_unlabeled = _optional_count(num_unlabeled, "num_unlabeled", 0)
+        self.task = task
+        self.tags = None if tags is None else tuple(tags)
+        self.automatic_optimization = False
+        self._scorer_takes_lengths = _takes(scorer, "lengths")
+        self.train_metrics = task_metrics(task, "train/", self.tags)
+        self.val_metrics = task_metrics(task, "val/", self.tags)
+        self.test_metrics = task_metrics(task, "test/", self.tags)
+        self.register_buffer("current_C", torch.tensor(self.C, dtype=torch.float64))
+        self.register_buffer("current_Cu", torch.tensor(self.Cu, dtype=torch.float64))
+        self.register_buffer("current_rho", torch.tensor(float("nan"), dtype=torch.float64))
+
+    # ------------------------------------------------------------------ hyper-parameters
+    def losses(self) -> list[nn.Module]:
+        """The loss modules of the procedure (for ``rho`` annealing)."""
+        return []
+
+    def final_value(self, name: str) -> float:
+        """The configured (final) value of an annealable hyper-parameter.
+
+        Raises:
+            ValueError: ``name`` is not annealable.
+            NotImplementedError: ``rho`` when no loss of the procedure has an smax ``rho``.
+        """
+        if name == "C":
+            return self.C
+        if name == "Cu":
+            return self.Cu
+        if name == "rho":
+            holders = [h for loss in self.losses() for h in _rho_holders(loss)]
+            if not holders:
+                raise NotImplementedError(
+                    f"{type(self).__name__}'s losses have no smax rho to anneal"
+                )
+            return float(self._final_rho)
+        raise ValueError(f"name must be one of {self.annealable}; got {name!r}")
+
+    def set_current(self, name: str, value: float) -> None:
+        """Set the current value of ``C``, ``Cu`` or ``rho`` (called by the annealing callbacks)."""
+        self.final_value(name)  # validates the name
+        value = _positive(value, name, allow_zero=(name == "Cu"))
+        getattr(self, f"current_{name}").fill_(value)
+        if name == "rho":
+            self._push_rho()
+
+    def current(self, name: str) -> float:
+        """The current value of ``C``, ``Cu`` or ``rho``."""
+        if name == "rho":
+            return float(self._final_rho if self.current_rho.isnan() else self.current_rho)
+        return float(getattr(self, f"current_{name}"))
+
+    def _init_rho(self) -> None:
+        """Record the losses' configured rho (the final value of rho annealing)."""
+        values = {float(h.rho) for loss in self.losses() for h in _rho_holders(loss)}
+        if len(values) > 1:
+            raise ValueError(
+                f"the losses of {type(self).__name__} must share one smax rho to anneal it; got "
+                f"{sorted(values)}"
+            )
+        self._final_rho = values.pop() if values else float("nan")
+
+    def _push_rho(self) -> None:
+        if self.current_rho.isnan():
+            return
+        for loss in self.losses():
+            for holder in _rho_holders(loss):
+                holder.rho = float(self.current_rho)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("state_dict", {})
+        rho = state.get("current_rho")
+        if rho is not None and not bool(torch.as_tensor(rho).isnan()):
+            self.current_rho.fill_(float(rho))
+            self._push_rho()
+
+    # ------------------------------------------------------------------ sizes
+    def dataset_sizes(self) -> tuple[int, int]:
+        """``(n, m)``: labeled and unlabeled training set sizes for the objective scaling.
+
+        Raises:
+            ValueError: neither the arguments nor an attached data module give them.
+        """
+        n, m = self.num_labeled, self.num_unlabeled
+        trainer = self._trainer
+        dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        if n is None:
+            n = getattr(dm, "num_labeled_examples", None)
+        if m is None:
+            m = getattr(dm, "num_unlabeled_examples", None)
+            if m is None and not self.uses_unlabeled:
+                m = 0
+        if n is None or m is None:
+            raise ValueError(
+                "num_labeled and num_unlabeled must be given to "
+                f"{type(self).__name__} when the data module does not expose "
+                "num_labeled_examples / num_unlabeled_examples; got "
+                f"num_labeled={self.num_labeled!r}, num_unlabeled={self.num_unlabeled!r}"
+            )
+        return int(n), int(m)
+
+    def setup(self, stage: str) -> None:
+        trainer = self._trainer
+        dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        expected = getattr(self.structure, "num_labels", None)
+        got = getattr(dm, "num_labels", None)
+        if expected is not None and got and expected != got:
+            raise ValueError(
+                f"structure.num_labels must match the data module's num_labels = {got}; got "
+                f"{expected}"
+            )
+
+    # ------------------------------------------------------------------ scoring
+    def potentials(self, batch: Batch) -> Potentials:
+        """The scorer's potentials of a batch (``L`` or ``U``)."""
+        inputs = batch["inputs"]
+        if self._scorer_takes_lengths:
+            return self.scorer(inputs, batch.get("lengths"))
+        return self.scorer(inputs)
+
+    def decode_potentials(self, batch: Batch) -> Potentials:
+        """The potentials decoded at evaluation (the scorer's; the joint ones for two views)."""
+        return self.potentials(batch)
+
+    def decode(self, batch: Batch) -> Tensor:
+        """The argmax labels of a batch (no autograd; works under ``inference_mode``)."""
+        labels, _ = self.structure.argmax(self.decode_potentials(batch), batch.get("lengths"))
+        return labels
+
+    def forward(self, batch: Batch) -> Tensor:
+        """Decode a batch: its argmax labels."""
+        return self.decode(batch)
+
+    def weight_norm_squared(self) -> Tensor:
+        """``||w||^2`` of the scorer."""
+        return weight_norm_squared(self.scorer, self.regularize_bias)
+
+    def objective_terms(self, batch: Batch) -> ObjectiveTerms:
+        """``J(w)`` and its pieces on a training batch (see the module docstring)."""
+        raise NotImplementedError
+
+    def eval_loss(self, batch: Batch) -> Tensor:
+        """Mean labeled loss of an evaluation batch (logged as ``val/loss``, ``test/loss``)."""
+        raise NotImplementedError
+
+    def _combine(
+        self, norm: Tensor, labeled: Tensor, unlabeled: Optional[Tensor]
+    ) -> ObjectiveTerms:
+        n, m = self.dataset_sizes()
+        objective = norm / (2 * n) + self.current("C") * labeled
+        if unlabeled is None:
+            unlabeled = torch.zeros((), dtype=labeled.dtype, device=labeled.device)
+        else:
+            objective = objective + self.current("Cu") * (m / n) * unlabeled
+        return ObjectiveTerms(objective, norm, labeled, unlabeled)
+
+    # ------------------------------------------------------------------ training
+    @staticmethod
+    def _split(batch: Batch) -> tuple[Batch, Optional[Batch]]:
+        if "labeled" in batch:
+            return batch["labeled"], batch.get("unlabeled")
+        return batch, None
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        params = [p for p in self.parameters() if p.requires_grad]
+        if self.optimizer_name == "lbfgs":
+            return torch.optim.LBFGS(
+                params,
+                lr=self.lr,
+                max_iter=self.lbfgs_max_iter,
+                history_size=self.lbfgs_history,
+                line_search_fn="strong_wolfe",
+            )
+        if self.optimizer_name == "adam":
+            return torch.optim.Adam(params, lr=self.lr)
+        return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum)
+
+    def on_train_start(self) -> None:
+        self._push_rho()
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        opt = self.optimizers()
+        last: dict[str, ObjectiveTerms] = {}
+
+        def closure() -> Tensor:
+            opt.zero_grad()
+            terms = self.objective_terms(batch)
+            self.manual_backward(terms.objective)
+            last["terms"] = terms
+            return terms.objective
+
+        opt.step(closure=closure)
+        terms = last["terms"]
+        labeled, _ = self._split(batch)
+        size = int(labeled["inputs"].shape[0])
+        log = dict(on_step=False, on_epoch=True, batch_size=size)
+        self.log("train/objective", terms.objective.detach(), prog_bar=True, **log)
+        self.log("train/labeled_loss", terms.labeled_loss.detach(), **log)
+        self.log("train/unlabeled_loss", terms.unlabeled_loss.detach(), **log)
+        self.log("train/weight_norm_squared", terms.weight_norm_squared.detach(), **log)
+        self.log("train/C", self.current("C"), **log)
+        self.log("train/Cu", self.current("Cu"), **log)
+        if self._has_rho():
+            self.log("train/rho", self.current("rho"), **log)
+        with torch.no_grad():
+            self.train_metrics.update(
+                self.decode(labeled), labeled["labels"], lengths=labeled.get("lengths")
+            )
+        return terms.objective.detach()
+
+    def _has_rho(self) -> bool:
+        return any(_rho_holders(loss) for loss in self.losses())
+
+    def _log_metrics(self, metrics: Any) -> None:
+        if all(m.update_called for m in metrics.values()):
+            self.log_dict(metrics.compute(), prog_bar=True)
+        metrics.reset()
+
+    def on_train_epoch_end(self) -> None:
+        self._log_metrics(self.train_metrics)
+
+    # ------------------------------------------------------------------ evaluation
+    def _eval_step(self, batch: Batch, metrics: Any, stage: str) -> None:
+        labels = batch["labels"]
+        metrics.update(self.decode(batch), labels, lengths=batch.get("lengths"))
+        self.log(f"{stage}/loss", self.eval_loss(batch), on_epoch=True, batch_size=labels.shape[0])
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._eval_step(batch, self.val_metrics, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_metrics(self.val_metrics)
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._eval_step(batch, self.test_metrics, "test")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_metrics(self.test_metrics)
+
+    def predict_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Any]:
+        """``{"labels": decoded labels, "lengths": lengths}`` of a batch."""
+        return {"labels": self.decode(batch), "lengths": batch.get("lengths")}
+
+
+class SupervisedModule(StructuredModule):
+    """Supervised training with any loss: ``||w||^2 / (2n) + C mean_i loss_i``.
+
+    Args:
+        structure: the structure, e.g. ``LinearChain(num_labels)``.
+        scorer: inputs -> potentials, e.g. ``LinearChainScorer(num_labels, input_dim=D)``.
+        loss: any labeled loss ``loss(structure, potentials, target, lengths)`` with
+            ``reduction="mean"`` (default: ``CRFNLLLoss()``; e.g. ``NablaSVMLoss()``,
+            ``StructuredHingeLoss()``, ``CompositeLikelihoodLoss(...)``).
+        C, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias,
+            num_labeled, task, tags: see :class:`StructuredModule`.
+    """
+
+    uses_unlabeled = False
+
+    def __init__(
+        self,
+        structure: Structure,
+        scorer: nn.Module,
+        loss: Optional[nn.Module] = None,
+        C: float = 1.0,
+        optimizer: OptimizerName = "lbfgs",
+        lr: float = 1.0,
+        lbfgs_max_iter: int = 20,
+        lbfgs_history: int = 10,
+        momentum: float = 0.0,
+        regularize_bias: bool = True,
+        num_labeled: Optional[int] = None,
+        task: Task = "sequence",
+        tags: Optional[Sequence[str]] = None,
+    ) -> None:
+        super().__init__(
+            structure, scorer, C, 0.0, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum,
+            regularize_bias, num_labeled, 0, task, tags,
+        )
+        self.loss = CRFNLLLoss() if loss is None else loss
+        if not isinstance(self.loss, nn.Module):
+            raise TypeError(f"loss must be an nn.Module; got {type(self.loss).__name__}")
+        self._init_rho()
+
+    def losses(self) -> list[nn.Module]:
+        return [self.loss]
+
+    def objective_terms(self, batch: Batch) -> ObjectiveTerms:
+        labeled, _ = self._split(batch)
+        pot = self.potentials(labeled)
+        value = self.loss(self.structure, pot, labeled["labels"], labeled.get("lengths"))
+        return self._combine(self.weight_norm_squared(), value, None)
+
+    def eval_loss(self, batch: Batch) -> Tensor:
+        pot = self.potentials(batch)
+        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
+
+
+class TransductiveModule(StructuredModule):
+    """nabla-TSVM (thesis OP 7.4): labeled nabla-SVM loss plus ``C_u`` times the unlabeled loss.
+
+    ``J = ||w||^2 / (2n) + C mean_i xi_i + C_u (m/n) mean_j xi*_j`` with ``xi_i`` the labeled
+    loss (default :class:`~structssl.losses.NablaSVMLoss`) and ``xi*_j`` the unlabeled loss
+    (default :class:`~structssl.losses.NablaTSVMLoss`: the pseudo-label is the current argmax,
+    re-decoded at every evaluation). Anneal ``C`` / ``C_u`` / ``rho`` with the callbacks of
+    :mod:`structssl.training.callbacks` (the thesis's barrier and ramp: ``CBarrier``,
+    ``CuRamp``).
+
+    Args:
+        structure: the structure.
+        scorer: inputs -> potentials.
+        loss: labeled loss (default ``NablaSVMLoss()``).
+        unlabeled_loss: unlabeled loss ``u(structure, potentials, None, lengths)`` (default
+            ``NablaTSVMLoss()``).
+        C: labeled weight. Cu: unlabeled weight (1 = same weight per example as a labeled one).
+        optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias, num_labeled,
+            num_unlabeled, task, tags: see :class:`StructuredModule`.
+    """
+
+    uses_unlabeled = True
+
+    def __init__(
+        self,
+        structure: Structure,
+        scorer: nn.Module,
+        loss: Optional[nn.Module] = None,
+        unlabeled_loss: Optional[nn.Module] = None,
+        C: float = 1.0,
+        Cu: float = 1.0,
+        optimizer: OptimizerName = "lbfgs",
+        lr: float = 1.0,
+        lbfgs_max_iter: int = 20,
+        lbfgs_history: int = 10,
+        momentum: float = 0.0,
+        regularize_bias: bool = True,
+        num_labeled: Optional[int] = None,
+        num_unlabeled: Optional[int] = None,
+        task: Task = "sequence",
+        tags: Optional[Sequence[str]] = None,
+    ) -> None:
+        super().__init__(
+            structure, scorer, C, Cu, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum,
+            regularize_bias, num_labeled, num_unlabeled, task, tags,
+        )
+        self.loss = NablaSVMLoss() if loss is None else loss
+        self.unlabeled_loss = NablaTSVMLoss() if unlabeled_loss is None else unlabeled_loss
+        for name, value in (("loss", self.loss), ("unlabeled_loss", self.unlabeled_loss)):
+            if not isinstance(value, nn.Module):
+                raise TypeError(f"{name} must be an nn.Module; got {type(value).__name__}")
+        self._init_rho()
+
+    def losses(self) -> list[nn.Module]:
+        return [self.loss, self.unlabeled_loss]
+
+    def objective_terms(self, batch: Batch) -> ObjectiveTerms:
+        labeled, unlabeled = self._split(batch)
+        pot = self.potentials(labeled)
+        value = self.loss(self.structure, pot, labeled["labels"], labeled.get("lengths"))
+        u_value: Optional[Tensor] = None
+        if unlabeled is not None and self.current("Cu") > 0:
+            u_pot = self.potentials(unlabeled)
+            u_value = self.unlabeled_loss(self.structure, u_pot, None, unlabeled.get("lengths"))
+        return self._combine(self.weight_norm_squared(), value, u_value)
+
+    def eval_loss(self, batch: Batch) -> Tensor:
+        pot = self.potentials(batch)
+        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
+
+
+class CoTrainingModule(StructuredModule):
+    """nabla-coSVM (thesis OP 7.5): two views, each trained on the peer view's predictions.
+
+    ``J = (||w^a||^2 + ||w^b||^2) / (2n) + C mean_i (xi^a_i + xi^b_i)
+    + C_u (m/n) mean_j (xi^a_j + xi^b_j)`` with the loss
+    :class:`~structssl.losses.NablaCoSVMLoss`: on labeled examples both views take the gold
+    labels, on unlabeled ones view a's target is view b's argmax (a pseudo-label from the peer
+    view, no gradient through the choice) and vice versa. Decoding uses the joint potentials
+    (the sum of the views').
+
+    Args:
+        structure: the structure shared by both views.
+        scorer: a two-view scorer, ``scorer(inputs, inputs_b, lengths)`` returning
+            :class:`~structssl.scorers.TwoViewPotentials` (e.g. ``TwoViewScorer``).
+        loss: the two-view loss (default ``NablaCoSVMLoss()``), called as
+            ``loss(structure, potentials_a, potentials_b, target_or_None, lengths)``.
+        C, Cu, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias,
+            num_labeled, num_unlabeled, task, tags: see :class:`StructuredModule`.
+    """
+
+    uses_unlabeled = True
+
+    def __init__(
+        self,
+        structure: Structure,
+        scorer: nn.Module,
+        loss: Optional[nn.Module] = None,
+        C: float = 1.0,
+        Cu: float = 1.0,
+        optimizer: OptimizerName = "lbfgs",
+        lr: float = 1.0,
+        lbfgs_max_iter: int = 20,
+        lbfgs_history: int = 10,
+        momentum: float = 0.0,
+        regularize_bias: bool = True,
+        num_labeled: Optional[int] = None,
+        num_unlabeled: Optional[int] = None,
+        task: Task = "sequence",
+        tags: Optional[Sequence[str]] = None,
+    ) -> None:
+        super().__init__(
+            structure, scorer, C, Cu, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum,
+            regularize_bias, num_labeled, num_unlabeled, task, tags,
+        )
+        self.loss = NablaCoSVMLoss() if loss is None else loss
+        if not isinstance(self.loss, nn.Module):
+            raise TypeError(f"loss must be an nn.Module; got {type(self.loss).__name__}")
+        self._init_rho()
+
+    def losses(self) -> list[nn.Module]:
+        return [self.loss]
+
+    def potentials(self, batch: Batch) -> Any:
+        """Both views' potentials and their sum (``TwoViewPotentials``)."""
+        if "inputs_b" not in batch:
+            raise ValueError(
+                "batch must hold the second view's inputs under 'inputs_b' for "
+                f"CoTrainingModule (use a data module with two_view=True); got keys {sorted(batch)}"
+            )
+        return self.scorer(batch["inputs"], batch["inputs_b"], batch.get("lengths"))
+
+    def decode_potentials(self, batch: Batch) -> Potentials:
+        return self.potentials(batch).joint
+
+    def _view_loss(self, batch: Batch, target: Optional[Tensor]) -> Tensor:
+        pot = self.potentials(batch)
+        return self.loss(self.structure, pot.view_a, pot.view_b, target, batch.get("lengths"))
+
+    def objective_terms(self, batch: Batch) -> ObjectiveTerms:
+        labeled, unlabeled = self._split(batch)
+        value = self._view_loss(labeled, labeled["labels"])
+        u_value: Optional[Tensor] = None
+        if unlabeled is not None and self.current("Cu") > 0:
+            u_value = self._view_loss(unlabeled, None)
+        return self._combine(self.weight_norm_squared(), value, u_value)
+
+    def eval_loss(self, batch: Batch) -> Tensor:
+        return self._view_loss(batch, batch["labels"])

@@ -1,0 +1,115 @@
+"""The ``structssl`` command: LightningCLI subcommands, every config, ``--print_config``, demo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import torch
+
+pytest.importorskip("pytorch_lightning")
+pytest.importorskip("jsonargparse")
+
+from structssl.cli import cli_main, main  # noqa: E402
+
+# raised inside Lightning 2.6 (its pytree helper under recent torch), not by structssl
+pytestmark = [
+    pytest.mark.filterwarnings(
+        r"ignore:.*isinstance\(treespec, LeafSpec\)` is deprecated.*:FutureWarning"
+    ),
+]
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
+#: shrink the data so one step of every config is quick
+SMALL = [
+    "--data.init_args.num_train=30",
+    "--data.init_args.num_dev=5",
+    "--data.init_args.num_test=5",
+    "--model.init_args.lbfgs_max_iter=2",
+    "--trainer.enable_progress_bar=false",
+]
+
+
+@pytest.fixture(autouse=True)
+def _isolate(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """pytest's own argv must not reach the CLI; num_threads set by a config is restored."""
+    monkeypatch.setattr("sys.argv", ["structssl"])
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def test_there_are_configs() -> None:
+    assert QUICKSTART in CONFIGS
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_every_config_runs_one_step(config: Path, tmp_path: Path) -> None:
+    args = ["fit", f"--config={config}", "--trainer.fast_dev_run=true",
+            f"--trainer.default_root_dir={tmp_path}", "--test_after_fit=false", *SMALL]
+    if "labeled_fraction" not in config.read_text():
+        args.append("--data.init_args.num_labeled=5")
+    cli = cli_main(args)
+    assert cli.trainer.state.finished
+    assert "train/objective" in cli.trainer.callback_metrics
+
+
+def test_fit_logs_csv_and_tests_after_fit(tmp_path: Path) -> None:
+    cli = cli_main([
+        "fit", f"--config={QUICKSTART}", "--trainer.max_epochs=1",
+        f"--trainer.default_root_dir={tmp_path}", "--data.init_args.num_labeled=5", *SMALL,
+    ])
+    metrics = cli.trainer.callback_metrics
+    assert "test/token_accuracy" in metrics  # test_after_fit: true in the quick start
+    (csv,) = tmp_path.rglob("metrics.csv")
+    header = csv.read_text().splitlines()[0]
+    assert "val/token_accuracy" in header and "train/objective" in header
+    assert list(tmp_path.rglob("*.ckpt")), "the default ModelCheckpoint saves the last epoch"
+
+
+# a new logger version per subcommand moves ModelCheckpoint's dirpath (harmless for evaluation)
+@pytest.mark.filterwarnings("ignore:The dirpath has changed:UserWarning")
+def test_validate_and_test_from_checkpoint(tmp_path: Path) -> None:
+    common = [f"--config={QUICKSTART}", f"--trainer.default_root_dir={tmp_path}",
+              "--data.init_args.num_labeled=5", "--test_after_fit=false", *SMALL]
+    fit = cli_main(["fit", "--trainer.max_epochs=1", *common])
+    (ckpt,) = tmp_path.rglob("*.ckpt")
+    weights = fit.model.scorer.emission.weight.detach().clone()
+    for sub, key in (("validate", "val/token_accuracy"), ("test", "test/token_accuracy")):
+        cli = cli_main([sub, *common, f"--ckpt_path={ckpt}"])
+        assert key in cli.trainer.callback_metrics
+        assert cli.config[sub].trainer.inference_mode is True  # Lightning's default
+        torch.testing.assert_close(cli.model.scorer.emission.weight, weights)
+
+
+def test_dotted_overrides_reach_the_objects(tmp_path: Path) -> None:
+    cli = cli_main([  # run=False: no subcommand
+        f"--config={QUICKSTART}", "--model.init_args.Cu=0.25",
+        "--model.init_args.unlabeled_loss.init_args.tau=0.5",
+        f"--trainer.default_root_dir={tmp_path}", "--data.init_args.num_labeled=5", *SMALL,
+    ], run=False)
+    assert cli.model.Cu == 0.25 and cli.model.unlabeled_loss.tau == 0.5
+    assert cli.datamodule.num_train == 30
+
+
+def test_print_config(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli_main(["fit", f"--config={QUICKSTART}", "--print_config"])
+    assert done.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "structssl.training.TransductiveModule" in out
+    assert "structssl.structures.LinearChain" in out and "num_labels: 5" in out
+    assert "test_after_fit: true" in out
+
+
+def test_bad_num_threads_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="num_threads must be an int >= 1; got 0"):
+        cli_main([f"--config={QUICKSTART}", "--num_threads=0",
+                  f"--trainer.default_root_dir={tmp_path}"], run=False)
+
+
+def test_demo_still_works(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--iterations", "5", "--train", "20", "--test", "20"]) == 0
+    assert "token accuracy" in capsys.readouterr().out
