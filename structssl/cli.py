@@ -137,10 +137,16 @@ def cli_main(args: Optional[Sequence[str]] = None, run: bool = True) -> Any:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``structssl`` command: ``demo`` or a LightningCLI subcommand."""
+    """Entry point of the ``structssl`` command: ``demo``, ``baselines`` (the QP and perceptron
+    baselines, see ``structssl baselines --help``) or a LightningCLI subcommand."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "demo":
         return _demo(args[1:])
+    if args and args[0] == "baselines":
+        from structssl.baselines.__main__ import main as baselines_main
+
+        baselines_main(args[1:])
+        return 0
     cli_main(args)
     return 0
 

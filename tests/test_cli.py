@@ -113,3 +113,12 @@ def test_bad_num_threads_is_reported(tmp_path: Path) -> None:
 def test_demo_still_works(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--iterations", "5", "--train", "20", "--test", "20"]) == 0
     assert "token accuracy" in capsys.readouterr().out
+
+
+def test_baselines_subcommand_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["baselines", "--data", "hmm", "--method", "perceptron", "--epochs", "1",
+                 "--train", "10", "--test", "10"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["method"] == "perceptron" and 0.0 <= result["test_accuracy"] <= 1.0

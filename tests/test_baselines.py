@@ -1,0 +1,297 @@
+"""QP and perceptron baselines: feature maps, cutting planes vs the enumerated QP, perceptrons."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+pytest.importorskip("qpsolvers")
+
+from structssl.baselines import (  # noqa: E402
+    ChainFeatureMap,
+    CuttingPlaneSSVM,
+    ScorerFeatureMap,
+    hinge_objective,
+    solve_box_qp,
+)
+from structssl.baselines.cosvm import CoSVM  # noqa: E402
+from structssl.baselines.oracle import solve_blocks_qp  # noqa: E402
+from structssl.baselines.perceptron import CoPerceptron, StructuredPerceptron  # noqa: E402
+from structssl.baselines.synthetic import hmm_chain  # noqa: E402
+from structssl.losses import StructuredHingeLoss  # noqa: E402
+from structssl.scorers import LinearChainScorer  # noqa: E402
+from structssl.structures import LinearChain  # noqa: E402
+
+
+def tiny_chain(seed: int = 0, b: int = 4, n: int = 3, c: int = 2, d: int = 3):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, n, d, generator=g, dtype=torch.float64)
+    y = torch.randint(0, c, (b, n), generator=g)
+    lengths = torch.tensor([n, n - 1, 1, n][:b])
+    y = torch.where(torch.arange(n) < lengths.unsqueeze(1), y, 0)
+    return x, y, lengths
+
+
+def enumerate_constraints(fmap, x, y, lengths, rescaling):
+    """Every constraint of the n-slack QP: vectors (m, d), offsets (m,), groups (m,)."""
+    c = fmap.num_labels
+    psi_gold = fmap.psi(x, y, lengths).toarray()
+    vecs, offs, groups = [], [], []
+    for i in range(x.shape[0]):
+        ni = int(lengths[i])
+        for ys in itertools.product(range(c), repeat=ni):
+            yb = torch.zeros_like(y[i : i + 1])
+            yb[0, :ni] = torch.tensor(ys)
+            delta = float((yb[0, :ni] != y[i, :ni]).sum())
+            if delta == 0:
+                continue
+            a = psi_gold[i] - fmap.psi(x[i : i + 1], yb, lengths[i : i + 1]).toarray()[0]
+            scale = delta if rescaling == "slack" else 1.0
+            vecs.append(scale * a)
+            offs.append(delta)
+            groups.append(i)
+    return np.array(vecs), np.array(offs), np.array(groups)
+
+
+def enumerated_optimum(fmap, x, y, lengths, C, rescaling):
+    vecs, offs, groups = enumerate_constraints(fmap, x, y, lengths, rescaling)
+    gram = vecs @ vecs.T
+    alpha = solve_box_qp(gram, offs, groups, np.full(x.shape[0], C))
+    w = vecs.T @ alpha
+    dual = float(offs @ alpha - 0.5 * alpha @ gram @ alpha)
+    slack = np.zeros(x.shape[0])
+    np.maximum.at(slack, groups, offs - vecs @ w)
+    primal = 0.5 * float(w @ w) + C * float(slack.sum())
+    return w, primal, dual
+
+
+# ---------------------------------------------------------------------------- feature maps
+@pytest.mark.parametrize("sparse", [False, True])
+def test_chain_feature_map_score_is_linear(sparse: bool) -> None:
+    x, y, lengths = tiny_chain(1, b=4, n=5, c=3, d=4)
+    if sparse:
+        x = torch.randint(0, 7, (4, 5, 3))
+        fmap = ChainFeatureMap(3, num_features=7)
+    else:
+        fmap = ChainFeatureMap(3, input_dim=4)
+    y = torch.randint(0, 3, (4, 5)) * (torch.arange(5) < lengths.unsqueeze(1))
+    w = torch.randn(fmap.dim, dtype=torch.float64)
+    pot = fmap.potentials(w, x, lengths)
+    score = LinearChain(3).score(pot, y, lengths)
+    psi = fmap.psi(x, y, lengths)
+    assert sp.issparse(psi) and psi.shape == (4, fmap.dim)
+    torch.testing.assert_close(torch.from_numpy(psi @ w.numpy()), score)
+
+
+def test_scorer_feature_map_matches_autograd() -> None:
+    x, y, lengths = tiny_chain(2, b=3, n=4, c=3, d=2)
+    y = torch.randint(0, 3, (3, 4)) * (torch.arange(4) < lengths.unsqueeze(1))
+    scorer = LinearChainScorer(num_labels=3, input_dim=2, start_end=True, validate=False).double()
+    fmap = ScorerFeatureMap(scorer, LinearChain(3))
+    w = torch.randn(fmap.dim, dtype=torch.float64)
+    score = LinearChain(3).score(fmap.potentials(w, x, lengths), y, lengths)
+    psi = fmap.psi(x, y, lengths)
+    torch.testing.assert_close(torch.from_numpy(psi @ w.numpy()), score)
+
+
+def test_hinge_objective_matches_structured_hinge_loss() -> None:
+    x, y, lengths = tiny_chain(3, b=4, n=4, c=3, d=3)
+    y = torch.randint(0, 3, (4, 4)) * (torch.arange(4) < lengths.unsqueeze(1))
+    fmap = ChainFeatureMap(3, input_dim=3)
+    w = torch.randn(fmap.dim, dtype=torch.float64)
+    pot = fmap.potentials(w, x, lengths)
+    for rescaling in ("margin", "slack"):
+        loss = StructuredHingeLoss(rescaling=rescaling, k=81, reduction="sum")
+        expected = 0.5 * float(w @ w) + 0.3 * float(loss(LinearChain(3), pot, y, lengths))
+        got = hinge_objective(fmap, w, x, y, lengths, C=0.3, rescaling=rescaling, k=81)
+        assert got == pytest.approx(expected, rel=1e-9)
+
+
+# ---------------------------------------------------------------------------- cutting planes
+@pytest.mark.parametrize("formulation", ["one_slack", "n_slack"])
+@pytest.mark.parametrize("rescaling", ["margin", "slack"])
+def test_cutting_plane_equals_enumerated_qp(formulation: str, rescaling: str) -> None:
+    x, y, lengths = tiny_chain(4, b=4, n=3, c=2, d=3)
+    fmap = ChainFeatureMap(2, input_dim=3)
+    C, eps = 2.0, 1e-6
+    w_ref, p_ref, d_ref = enumerated_optimum(fmap, x, y, lengths, C, rescaling)
+    assert p_ref == pytest.approx(d_ref, abs=1e-6)
+    model = CuttingPlaneSSVM(
+        fmap, C=C, formulation=formulation, rescaling=rescaling, epsilon=eps, k=8
+    ).fit(x, y, lengths)
+    assert model.converged_
+    last = model.history_[-1]
+    n = x.shape[0]
+    assert last["primal"] - model.dual_ <= C * n * eps + 1e-7
+    assert model.objective(x, y, lengths) == pytest.approx(p_ref, abs=C * n * eps + 1e-6)
+    assert model.dual_ == pytest.approx(d_ref, abs=C * n * eps + 1e-6)
+    np.testing.assert_allclose(model.w_, w_ref, atol=1e-3)
+    # the dual never exceeds the optimum, the primal never goes below it
+    for h in model.history_:
+        assert h["dual"] <= p_ref + 1e-7
+        assert h["primal"] >= p_ref - 1e-7
+
+
+@pytest.mark.parametrize("qp", ["full", "blocks", "primal"])
+def test_n_slack_qp_methods_agree(qp: str) -> None:
+    x, y, lengths = tiny_chain(5, b=4, n=3, c=2, d=3)
+    fmap = ChainFeatureMap(2, input_dim=3)
+    _, p_ref, _ = enumerated_optimum(fmap, x, y, lengths, 1.0, "margin")
+    model = CuttingPlaneSSVM(fmap, C=1.0, formulation="n_slack", epsilon=1e-7, qp=qp).fit(
+        x, y, lengths
+    )
+    assert model.objective(x, y, lengths) == pytest.approx(p_ref, abs=1e-5)
+
+
+def test_blocks_qp_equals_full_qp() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(12, 4))
+    gram, offs = a @ a.T, rng.uniform(0.5, 2.0, 12)
+    groups = np.repeat(np.arange(4), 3)
+    caps = np.array([1.0, 0.5, 2.0, 1.0])
+    full = solve_box_qp(gram, offs, groups, caps)
+    blocks, gap, _ = solve_blocks_qp(gram, offs, groups, caps, np.zeros(12), tol=1e-10)
+    d = lambda al: offs @ al - 0.5 * al @ gram @ al  # noqa: E731
+    assert gap <= 1e-10
+    assert d(blocks) == pytest.approx(d(full), abs=1e-8)
+
+
+def test_cutting_plane_learns_synthetic_chain() -> None:
+    data = hmm_chain(num_sequences=60, length=8, dim=5, seed=1)
+    fmap = ChainFeatureMap(5, input_dim=6, bias=False)
+    model = CuttingPlaneSSVM(fmap, C=0.1, epsilon=1e-2).fit(data.inputs[:40], data.labels[:40])
+    acc = (model.predict(data.inputs[40:]) == data.labels[40:]).double().mean()
+    assert model.converged_ and acc > 0.5
+    for h in model.history_:
+        assert h["primal"] >= model.history_[-1]["dual"] - 1e-8
+
+
+def test_cutting_plane_errors() -> None:
+    fmap = ChainFeatureMap(2, input_dim=3)
+    with pytest.raises(ValueError, match="formulation must be one of"):
+        CuttingPlaneSSVM(fmap, formulation="two_slack")
+    with pytest.raises(ValueError, match="rescaling must be one of"):
+        CuttingPlaneSSVM(fmap, rescaling="both")
+    with pytest.raises(ValueError, match="C must be a number > 0"):
+        CuttingPlaneSSVM(fmap, C=0)
+    with pytest.raises(ValueError, match="epsilon must be a number > 0"):
+        CuttingPlaneSSVM(fmap, epsilon=-1.0)
+    with pytest.raises(ValueError, match="solver must be one of"):
+        CuttingPlaneSSVM(fmap, solver="cvxopt")
+    with pytest.raises(ValueError, match="max_iter must be an int >= 1"):
+        CuttingPlaneSSVM(fmap, max_iter=0)
+    with pytest.raises(TypeError, match="feature_map must be a JointFeatureMap"):
+        CuttingPlaneSSVM("chain")  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="not fitted"):
+        CuttingPlaneSSVM(fmap).predict(torch.zeros(1, 2, 3))
+    x, y, lengths = tiny_chain()
+    with pytest.raises(ValueError, match="labels must have B = 4 rows"):
+        CuttingPlaneSSVM(fmap).fit(x, y[:2], lengths)
+
+
+def test_feature_map_errors() -> None:
+    with pytest.raises(ValueError, match="exactly one of input_dim and num_features"):
+        ChainFeatureMap(3)
+    fmap = ChainFeatureMap(3, input_dim=4)
+    with pytest.raises(ValueError, match=r"w must have shape \(d,\)"):
+        fmap.potentials(torch.zeros(5), torch.zeros(1, 2, 4))
+    with pytest.raises(ValueError, match="inputs must be \\(B, N, D\\) floating point with D = 4"):
+        fmap.potentials(torch.zeros(fmap.dim), torch.zeros(1, 2, 3))
+    with pytest.raises(ValueError, match="inputs must be \\(B, N, K\\) long feature indices"):
+        ChainFeatureMap(3, num_features=9).psi(torch.zeros(1, 2, 3), torch.zeros(1, 2).long())
+
+
+# ---------------------------------------------------------------------------- perceptrons
+def separable_chain(seed: int = 0, b: int = 30, n: int = 6, c: int = 3, d: int = 4):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, n, d, generator=g, dtype=torch.float64)
+    fmap = ChainFeatureMap(c, input_dim=d)
+    w_true = torch.randn(fmap.dim, generator=g, dtype=torch.float64) * 3
+    y = LinearChain(c).argmax(fmap.potentials(w_true, x))[0]
+    return fmap, x, y
+
+
+def test_perceptron_separates_separable_data() -> None:
+    fmap, x, y = separable_chain()
+    model = StructuredPerceptron(fmap, epochs=200, averaged=False).fit(x, y)
+    assert model.mistakes_[-1] == 0
+    assert torch.equal(model.predict(x), y)
+
+
+def test_averaged_perceptron_fits_separable_data() -> None:
+    fmap, x, y = separable_chain(1)
+    model = StructuredPerceptron(fmap, epochs=200).fit(x, y)
+    assert (model.predict(x) == y).double().mean() > 0.95
+
+
+def test_coperceptron_without_unlabeled_is_two_perceptrons() -> None:
+    fmap, x, y = separable_chain(2)
+    model = CoPerceptron(fmap, fmap, cu=0.5, epochs=200, averaged=False).fit(x, x, y)
+    assert torch.equal(model.predict(x, x), y)
+    single = StructuredPerceptron(fmap, epochs=200, averaged=False, seed=0).fit(x, y)
+    assert single.mistakes_[-1] == 0
+
+
+def test_coperceptron_uses_unlabeled_data() -> None:
+    fmap, x, y = separable_chain(3, b=40)
+    model = CoPerceptron(fmap, fmap, cu=1.0, epochs=20).fit(
+        x[:10], x[:10], y[:10], unlabeled=x[10:], unlabeled2=x[10:]
+    )
+    assert model.history_ and model.w1_.shape == (fmap.dim,)
+    assert model.objective(x, x, y) >= 0
+    with pytest.raises(ValueError, match="cu must be a number in"):
+        CoPerceptron(fmap, fmap, cu=2.0)
+    with pytest.raises(ValueError, match="epochs must be an int >= 1"):
+        StructuredPerceptron(fmap, epochs=0)
+
+
+# ---------------------------------------------------------------------------- coSVM
+def _cosvm_supervised(epochs: int) -> tuple[float, float, float]:
+    x, y, lengths = tiny_chain(6, b=4, n=3, c=2, d=3)
+    fmap = ChainFeatureMap(2, input_dim=3)
+    _, p_ref, _ = enumerated_optimum(fmap, x, y, lengths, 1.0, "slack")
+    model = CoSVM(fmap, fmap, C=1.0, k=8, epsilon=1e-6, epochs=epochs).fit(x, x, y, lengths)
+    # without unlabeled data each view is an n-slack slack-rescaled SVM (r = 1)
+    p0 = model.objective_view(0, x, y, lengths, 1.0, "slack", 8)
+    p1 = model.objective_view(1, x, y, lengths, 1.0, "slack", 8)
+    return p_ref, p0, p1
+
+
+def test_cosvm_supervised_approaches_the_slack_rescaled_optimum() -> None:
+    p_ref, p0, p1 = _cosvm_supervised(40)
+    for p in (p0, p1):
+        assert p_ref - 1e-9 <= p <= 1.1 * p_ref
+
+
+@pytest.mark.slow
+def test_cosvm_supervised_reaches_the_slack_rescaled_optimum() -> None:
+    p_ref, p0, p1 = _cosvm_supervised(300)
+    assert p0 == pytest.approx(p_ref, rel=1e-3)
+    assert p1 == pytest.approx(p_ref, rel=1e-3)
+
+
+def test_cosvm_with_unlabeled_data_runs() -> None:
+    fmap, x, y = separable_chain(4, b=30)
+    model = CoSVM(fmap, fmap, C=1.0, cu=0.5, epochs=5).fit(
+        x[:10], x[:10], y[:10], unlabeled=x[10:], unlabeled2=x[10:]
+    )
+    assert (model.predict(x, x) == y).double().mean() > 0.5
+    with pytest.raises(ValueError, match="cu must be a number >= 0"):
+        CoSVM(fmap, fmap, cu=-1.0)
+
+
+# ---------------------------------------------------------------------------- command line
+def test_command_line_runs_a_baseline(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from structssl.baselines.__main__ import load, main
+
+    main(["--data", "hmm", "--train", "20", "--test", "10", "--epsilon", "0.05"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["method"] == "one_slack" and out["converged"] and 0 <= out["test_accuracy"] <= 1
+    with pytest.raises(ValueError, match="data must be 'hmm', 'conll' or 'ocr'"):
+        load("wsj", 1, 1)
