@@ -44,6 +44,7 @@ from torch import Tensor
 from structssl.baselines.base import Clock, TwoViewBaseline
 from structssl.baselines.feature_maps import JointFeatureMap
 from structssl.baselines.oracle import _f64, _lengths, separate, solve_box_qp
+from structssl.structures.base import positive_int
 
 __all__ = ["CoSVM"]
 
@@ -110,8 +111,7 @@ class CoSVM(TwoViewBaseline):
         if isinstance(cu, bool) or not isinstance(cu, (int, float)) or not cu >= 0:
             raise ValueError(f"cu must be a number >= 0; got {cu!r}")
         for value, name in ((epochs, "epochs"), (r_max, "r_max"), (k, "k")):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1; got {value!r}")
+            positive_int(value, name)
         if not isinstance(cu_warmup, int) or cu_warmup < 0:
             raise ValueError(f"cu_warmup must be an int >= 0; got {cu_warmup!r}")
         self.C, self.cu, self.epsilon = float(C), float(cu), float(epsilon)

@@ -26,6 +26,7 @@ from torch import Tensor
 from structssl.baselines.base import Baseline, Clock, TwoViewBaseline
 from structssl.baselines.feature_maps import JointFeatureMap
 from structssl.baselines.oracle import _f64, _lengths
+from structssl.structures.base import positive_int
 
 __all__ = ["StructuredPerceptron", "CoPerceptron"]
 
@@ -33,9 +34,7 @@ Callback = Callable[[int, np.ndarray], None]
 
 
 def _epochs(value: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"epochs must be an int >= 1; got {value!r}")
-    return value
+    return positive_int(value, "epochs")
 
 
 class _Averager:

@@ -11,7 +11,7 @@ from typing import Literal, Optional, Sequence
 import torch
 from torch import Tensor
 
-from structssl.structures.base import Potentials, Structure, as_tuple, like
+from structssl.structures.base import Potentials, Structure, as_tuple, like, positive_int
 
 Reduction = Literal["mean", "sum", "none"]
 REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
@@ -27,9 +27,7 @@ def check_option(value: object, name: str, choices: Sequence[str]) -> str:
 
 
 def check_k(k: int, name: str = "k") -> int:
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"{name} must be an int >= 1; got {k!r}")
-    return k
+    return positive_int(k, name)
 
 
 def reduce(loss: Tensor, reduction: str) -> Tensor:

@@ -47,6 +47,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from structssl.structures.base import positive_int
+
 __all__ = ["Scorer", "LinearInputs", "weight_norm_squared", "check_lengths"]
 
 
@@ -202,8 +204,7 @@ class LinearInputs(nn.Module):
         validate: bool = True,
     ) -> None:
         super().__init__()
-        if not isinstance(out_features, int) or isinstance(out_features, bool) or out_features < 1:
-            raise ValueError(f"out_features must be an int >= 1; got {out_features!r}")
+        positive_int(out_features, "out_features")
         self.kind, self.size = _one_kind(num_features, num_words, input_dim)
         self.out_features = out_features
         self.init_std = check_init_std(init_std)

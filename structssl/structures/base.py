@@ -266,8 +266,7 @@ class Structure:
             ``(labels, scores)`` of shapes (B, k, ...) and (B, k). Where fewer than ``k``
             structures exist, the missing ranks have score ``-inf`` and arbitrary labels.
         """
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"k must be an int >= 1; got {k!r}")
+        positive_int(k, "k")
         potentials, lengths = self.check(potentials, lengths)
         with torch.no_grad():
             labels, dp_scores = self._kbest(as_detached(potentials), k, lengths)

@@ -654,8 +654,7 @@ class PairwiseMultiLabel(Structure):
         """
         potentials, _ = self.check(potentials)
         assert isinstance(potentials, MultiLabelPotentials)
-        if not isinstance(max_iter, int) or isinstance(max_iter, bool) or max_iter < 1:
-            raise ValueError(f"max_iter must be an int >= 1; got {max_iter!r}")
+        positive_int(max_iter, "max_iter")
         if step_rule not in STEP_RULES:
             raise ValueError(f"step_rule must be one of {STEP_RULES}; got {step_rule!r}")
         if step is None:
