@@ -149,6 +149,18 @@ def run_qp(p: Problem, formulation: str, epsilon: float, time_limit: float) -> t
     return snaps, info
 
 
+#: standard deviation of the random start of the gradient methods. At w = 0 every structure
+#: ties, and on OCR (binary pixels, every example alike at w = 0) L-BFGS stalled there.
+INIT_STD = 1e-3
+
+
+def initial_weights(dim: int, seed: int = 0) -> torch.Tensor:
+    """A small random start, the same for every gradient method (seeded)."""
+    g = torch.Generator().manual_seed(seed)
+    w = INIT_STD * torch.randn(dim, generator=g, dtype=torch.float64)
+    return w.requires_grad_(True)
+
+
 def _torch_objective(p: Problem, loss_fn, w, idx=None):
     x, y, ln = (p.xtr, p.ytr, p.ltr) if idx is None else (p.xtr[idx], p.ytr[idx], p.ltr[idx])
     pot = p.fmap.potentials(w, x, ln)
@@ -161,7 +173,7 @@ def run_lbfgs(
     unlabeled: Optional[tuple] = None, cu: float = 0.0,
 ) -> tuple[Snapshots, dict]:
     """nabla-SVM (+ optional nabla-TSVM term) by full-batch L-BFGS with (eps, rho) continuation."""
-    w = torch.zeros(p.fmap.dim, dtype=torch.float64, requires_grad=True)
+    w = initial_weights(p.fmap.dim)
     snaps: Snapshots = []
     clock = Clock()
     evals = 0
@@ -198,7 +210,7 @@ def run_lbfgs(
 
 def run_adam(p: Problem, loss, lr: float, epochs: int, batch: Optional[int], time_limit: float,
              seed: int = 0) -> tuple[Snapshots, dict]:
-    w = torch.zeros(p.fmap.dim, dtype=torch.float64, requires_grad=True)
+    w = initial_weights(p.fmap.dim)
     opt = torch.optim.Adam([w], lr=lr)
     g = torch.Generator().manual_seed(seed)
     n = p.ytr.shape[0]
