@@ -285,13 +285,27 @@ def test_cosvm_with_unlabeled_data_runs() -> None:
 
 
 # ---------------------------------------------------------------------------- command line
-def test_command_line_runs_a_baseline(capsys: pytest.CaptureFixture[str]) -> None:
-    import json
+def test_config_runner_trains_on_a_data_module() -> None:
+    # the runner behind `structssl baselines --config`: both QP formulations reach the same
+    # optimum of the same objective on a data module's labeled split
+    from structssl.baselines.__main__ import run
+    from structssl.data.datamodule import SyntheticHMMDataModule
+    from structssl.scorers import LinearChainScorer
+    from structssl.structures import LinearChain
 
-    from structssl.baselines.__main__ import load, main
+    def data() -> SyntheticHMMDataModule:
+        return SyntheticHMMDataModule(num_train=20, num_labeled=10, num_dev=5, num_test=10,
+                                      num_states=3, length=6, dim=4, seed=1)
 
-    main(["--data", "hmm", "--train", "20", "--test", "10", "--epsilon", "0.05"])
-    out = json.loads(capsys.readouterr().out)
-    assert out["method"] == "one_slack" and out["converged"] and 0 <= out["test_accuracy"] <= 1
-    with pytest.raises(ValueError, match="data must be 'hmm', 'conll' or 'ocr'"):
-        load("wsj", 1, 1)
+    results = [
+        run(data(), LinearChain(3), LinearChainScorer(3, input_dim=4), method, C=1.0, epsilon=1e-4)
+        for method in ("one_slack", "n_slack")
+    ]
+    assert all(r["converged"] for r in results)
+    assert results[0]["primal"] == pytest.approx(results[1]["primal"], rel=1e-3)
+    assert set(results[0]["test"]) == {"token_accuracy", "exact_match"}
+    empty = data()
+    empty.setup()
+    empty.splits["labeled"].clear()  # a data module whose labeled split came out empty
+    with pytest.raises(ValueError, match="labeled split must not be empty"):
+        run(empty, LinearChain(3), LinearChainScorer(3, input_dim=4))

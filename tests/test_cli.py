@@ -21,6 +21,7 @@ pytestmark = [
 ]
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+BASELINE_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "baselines" / "cutting_plane.yaml"
 QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 #: shrink the data so one step of every config is quick
 SMALL = [
@@ -115,10 +116,24 @@ def test_demo_still_works(capsys: pytest.CaptureFixture[str]) -> None:
     assert "token accuracy" in capsys.readouterr().out
 
 
-def test_baselines_subcommand_runs(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("method", ["perceptron", "one_slack"])
+def test_baselines_subcommand_runs_from_a_config(
+    method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
-    assert main(["baselines", "--data", "hmm", "--method", "perceptron", "--epochs", "1",
-                 "--train", "10", "--test", "10"]) == 0
+    out = tmp_path / "result.json"
+    assert main(["baselines", "--config", str(BASELINE_CONFIG),
+                 "--method", method, "--epochs", "2", "--data.init_args.num_train", "30",
+                 "--data.init_args.num_labeled", "8", "--data.init_args.num_test", "20",
+                 "--data.init_args.num_dev", "10", "--output", str(out)]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert result["method"] == "perceptron" and 0.0 <= result["test_accuracy"] <= 1.0
+    assert result == json.loads(out.read_text())
+    assert result["method"] == method and result["num_labeled"] == 8
+    assert 0.0 <= result["test"]["token_accuracy"] <= 1.0 and result["primal"] > 0.0
+
+
+def test_baselines_subcommand_rejects_unknown_method() -> None:
+    with pytest.raises(SystemExit):
+        main(["baselines", "--config", str(BASELINE_CONFIG),
+              "--method", "simplex"])

@@ -1,92 +1,149 @@
-"""``python -m structssl.baselines``: train a QP / perceptron baseline on a chain data set.
+"""``structssl baselines``: train a QP / perceptron baseline on any of structssl's data modules.
 
-Data: ``hmm`` (the synthetic chain of :mod:`structssl.baselines.synthetic`), ``conll``
-(CoNLL-2002 Spanish, sparse :class:`~structssl.data.FeatureExtractor` features) or ``ocr``
-(Taskar's OCR letters, fold 0). Prints the primal objective, the fit time and the test token
-accuracy as JSON.
+The baselines run on the same data modules, structures and scorers as the Lightning
+procedures, so a config of ``structssl fit`` carries over: give the ``data`` module, the
+``structure`` and a *linear* ``scorer`` (its parameters become the weight vector ``w`` of a
+:class:`~structssl.baselines.ScorerFeatureMap`), then a ``method``::
+
+    structssl baselines --config configs/baselines/cutting_plane.yaml
+    structssl baselines --config configs/baselines/cutting_plane.yaml --method perceptron
+    structssl baselines --print_config            # every option
+
+The baseline trains on the labeled training split (unlabeled data are not used by these
+supervised baselines), is evaluated with the task's metrics (:func:`~structssl.metrics.task_metrics`)
+on the dev and test splits, and prints one JSON object (also written to ``--output``): the
+primal objective ``1/2 ||w||^2 + C sum_i hinge_i`` on the training split, the fit time, the
+iterations and the metrics.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
+from pathlib import Path
+from typing import Any, Literal, Optional, Sequence
 
-import numpy as np
 import torch
+from jsonargparse import ArgumentParser, ActionConfigFile
+from torch import nn
 
-from structssl.baselines import ChainFeatureMap, CuttingPlaneSSVM, StructuredPerceptron, hmm_chain
+from structssl.baselines.base import Baseline
+from structssl.baselines.cutting_plane import CuttingPlaneSSVM
+from structssl.baselines.feature_maps import ScorerFeatureMap
+from structssl.baselines.perceptron import StructuredPerceptron
+from structssl.data.datamodule import SemiSupervisedDataModule
+from structssl.metrics import Task, task_metrics
+from structssl.structures.base import Structure
+
+__all__ = ["Method", "build_parser", "run", "main"]
+
+Method = Literal["one_slack", "n_slack", "perceptron"]
 
 
-def _pad(seqs: list[torch.Tensor]) -> torch.Tensor:
-    n = max(len(s) for s in seqs)
-    out = torch.zeros((len(seqs), n) + tuple(seqs[0].shape[1:]), dtype=seqs[0].dtype)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = s
+def build_parser() -> ArgumentParser:
+    """The parser of ``structssl baselines`` (``--config`` YAML, dotted overrides)."""
+    parser = ArgumentParser(prog="structssl baselines", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", action=ActionConfigFile, help="YAML config file")
+    parser.add_subclass_arguments(SemiSupervisedDataModule, "data", required=True)
+    parser.add_subclass_arguments(Structure, "structure", required=True)
+    parser.add_subclass_arguments(nn.Module, "scorer", required=True)
+    parser.add_argument("--method", type=Method, default="one_slack")
+    parser.add_argument("--C", type=float, default=0.1, help="loss weight (QP methods)")
+    parser.add_argument("--rescaling", type=Literal["margin", "slack"], default="margin")
+    parser.add_argument("--epsilon", type=float, default=1e-3, help="cutting-plane tolerance")
+    parser.add_argument("--time_limit", type=Optional[float], default=None, help="seconds")
+    parser.add_argument("--epochs", type=int, default=50, help="perceptron epochs")
+    parser.add_argument("--task", type=Task, default="sequence", help="metrics family")
+    parser.add_argument("--tags", type=Optional[list[str]], default=None, help="BIO tags (task bio)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Optional[str], default=None, help="JSON file to write")
+    return parser
+
+
+def _batch(data: SemiSupervisedDataModule, split: str) -> Optional[dict[str, Any]]:
+    examples = data.splits[split]
+    return data.collate(examples) if examples else None
+
+
+def _evaluate(
+    model: Baseline, batch: dict[str, Any], task: Task, tags: Optional[Sequence[str]]
+) -> dict[str, float]:
+    metrics = task_metrics(task, tags=tags)
+    pred = model.predict(batch["inputs"], batch.get("lengths"))
+    metrics.update(pred, batch["labels"], lengths=batch.get("lengths"))
+    return {name: float(value) for name, value in metrics.compute().items()}
+
+
+def run(
+    data: SemiSupervisedDataModule,
+    structure: Structure,
+    scorer: nn.Module,
+    method: Method = "one_slack",
+    C: float = 0.1,
+    rescaling: str = "margin",
+    epsilon: float = 1e-3,
+    time_limit: Optional[float] = None,
+    epochs: int = 50,
+    task: Task = "sequence",
+    tags: Optional[Sequence[str]] = None,
+) -> dict[str, Any]:
+    """Fit a baseline on ``data``'s labeled split and evaluate it on dev and test.
+
+    Returns:
+        ``{"method", "num_labeled", "dim", "fit_time_s", "primal", "iterations", "dev",
+        "test", ...}`` (``dev`` / ``test``: metric name -> value; absent for empty splits).
+
+    Raises:
+        ValueError: if the labeled split is empty or ``method`` is unknown.
+    """
+    train = _batch(data, "labeled")
+    if train is None:
+        raise ValueError("the data module's labeled split must not be empty; got 0 examples")
+    fmap = ScorerFeatureMap(scorer.double(), structure)
+    x, y, lengths = train["inputs"], train["labels"], train.get("lengths")
+    start = time.perf_counter()
+    out: dict[str, Any] = {"method": method}
+    if method == "perceptron":
+        model: Baseline = StructuredPerceptron(fmap, epochs=epochs).fit(x, y, lengths)
+        out["iterations"] = len(model.history_)
+    elif method in ("one_slack", "n_slack"):
+        qp = CuttingPlaneSSVM(
+            fmap, C=C, formulation=method, rescaling=rescaling, epsilon=epsilon,
+            time_limit=time_limit,
+        ).fit(x, y, lengths)
+        model = qp
+        out.update(iterations=len(qp.history_), dual=qp.dual_, converged=qp.converged_)
+    else:
+        raise ValueError(f"method must be one of one_slack, n_slack, perceptron; got {method!r}")
+    out.update(
+        fit_time_s=time.perf_counter() - start,
+        num_labeled=int(y.shape[0]),
+        dim=fmap.dim,
+        primal=model.objective(x, y, lengths, C=C),
+    )
+    for split in ("dev", "test"):
+        batch = _batch(data, split)
+        if batch is not None:
+            out[split] = _evaluate(model, batch, task, tags)
     return out
 
 
-def load(name: str, n_train: int, n_test: int) -> tuple:
-    """``(feature_map, (x, y, lengths) train, (x, y, lengths) test)`` of a named data set."""
-    if name == "hmm":
-        d = hmm_chain(num_sequences=n_train + n_test)
-        fmap = ChainFeatureMap(5, input_dim=21, bias=False)
-        tr, te = slice(0, n_train), slice(n_train, n_train + n_test)
-        return fmap, (d.inputs[tr], d.labels[tr], d.lengths[tr]), (d.inputs[te], d.labels[te], d.lengths[te])
-    if name == "conll":
-        from structssl.data import FeatureExtractor, load_conll2002
-        from structssl.data.batch import pad_features
-
-        train, test = load_conll2002("train"), load_conll2002("dev")
-        tr, te = train.sequences[:n_train], test.sequences[:n_test]
-        fx = FeatureExtractor().fit(tr)
-        xtr, ltr = pad_features(fx.transform(tr))
-        xte, lte = pad_features(fx.transform(te))
-        fmap = ChainFeatureMap(len(train.labels), num_features=fx.num_features)
-        return (fmap, (xtr, _pad(train.encode_labels()[:n_train]), ltr),
-                (xte, _pad(test.encode_labels()[:n_test]), lte))
-    if name == "ocr":
-        from structssl.data import load_ocr, ocr_fold_split
-
-        ocr = load_ocr()
-        a, b = ocr_fold_split(ocr.folds, 0)
-
-        def batch(idx: np.ndarray) -> tuple:
-            x = _pad([torch.from_numpy(ocr.pixels[i].astype(np.float64)) for i in idx])
-            return x, _pad([torch.from_numpy(ocr.labels[i]) for i in idx]), torch.tensor(
-                [len(ocr.labels[i]) for i in idx]
-            )
-
-        return ChainFeatureMap(26, input_dim=128), batch(a[:n_train]), batch(b[:n_test])
-    raise ValueError(f"data must be 'hmm', 'conll' or 'ocr'; got {name!r}")
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="structssl baselines", description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="hmm", choices=["hmm", "conll", "ocr"])
-    ap.add_argument("--method", default="one_slack", choices=["one_slack", "n_slack", "perceptron"])
-    ap.add_argument("--rescaling", default="margin", choices=["margin", "slack"])
-    ap.add_argument("--C", type=float, default=0.1)
-    ap.add_argument("--epsilon", type=float, default=1e-3)
-    ap.add_argument("--epochs", type=int, default=50)
-    ap.add_argument("--train", type=int, default=200)
-    ap.add_argument("--test", type=int, default=200)
-    args = ap.parse_args(argv)
-    fmap, (xtr, ytr, ltr), (xte, yte, lte) = load(args.data, args.train, args.test)
-    t0 = time.perf_counter()
-    if args.method == "perceptron":
-        model = StructuredPerceptron(fmap, epochs=args.epochs).fit(xtr, ytr, ltr)
-        extra: dict = {"epochs": len(model.history_)}
-    else:
-        model = CuttingPlaneSSVM(fmap, C=args.C, formulation=args.method, rescaling=args.rescaling,
-                                 epsilon=args.epsilon).fit(xtr, ytr, ltr)
-        extra = {"iterations": len(model.history_), "dual": model.dual_, "converged": model.converged_}
-    fit_s = time.perf_counter() - t0
-    pred = model.predict(xte, lte)
-    valid = torch.arange(yte.shape[1]) < lte.unsqueeze(1)
-    acc = float(((pred == yte) & valid).sum() / valid.sum())
-    print(json.dumps({"data": args.data, "method": args.method, "fit_time_s": fit_s,
-                      "primal": model.objective(xtr, ytr, ltr, C=args.C), "test_accuracy": acc, **extra}))
+def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+    """Parse ``argv`` (a config and overrides), run, print and return the JSON result."""
+    parser = build_parser()
+    cfg = parser.parse_args(argv)
+    torch.manual_seed(cfg.seed)
+    init = parser.instantiate(cfg)
+    result = run(
+        init.data, init.structure, init.scorer, cfg.method, cfg.C, cfg.rescaling, cfg.epsilon,
+        cfg.time_limit, cfg.epochs, cfg.task, cfg.tags,
+    )
+    text = json.dumps(result, default=float)
+    print(text)
+    if cfg.output:
+        Path(cfg.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.output).write_text(text + "\n")
+    return result
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ matrix, no start/end weights; thesis seed 001 eq. 3.23). :class:`ScorerFeatureMa
 *linear* scorer (an ``nn.Module`` whose potentials are linear in its parameters, e.g. every
 linear scorer of :mod:`structssl.scorers` with ``init_std=0`` and no nonlinearity) into a
 feature map for any structure: ``Psi`` rows are per-example gradients computed with
-``torch.func.vmap(torch.func.grad(...))``. It is generic but materialises dense (B, d) rows, so
+one batched backward pass (``torch.autograd.grad(..., is_grads_batched=True)``). It is generic but materialises dense (B, d) rows, so
 it is meant for small d; large sparse problems use a closed form such as
 :class:`ChainFeatureMap`.
 
@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call
 from torch.nn import functional as F
 
 from structssl.structures.base import Potentials, Structure, as_tuple, positive_int
@@ -259,22 +259,21 @@ class ScorerFeatureMap(JointFeatureMap):
         return self._call(self._params(self.check_weights(w)), inputs, lengths)
 
     def psi(self, inputs: Tensor, labels: Tensor, lengths: Optional[Tensor] = None) -> sp.csr_matrix:
-        """``Psi(x_i, y_i)`` rows (B, d) by per-example gradients of the score (float64 CSR)."""
+        """``Psi(x_i, y_i)`` rows (B, d): the gradients of each example's score in ``w``.
+
+        The scores are computed once for the batch; their per-example gradients come from one
+        batched backward pass (``is_grads_batched``), so the scorer's forward may check its
+        inputs (no ``vmap`` runs through it). Float64 CSR.
+        """
         b = labels.shape[0]
-        if lengths is None:
-            lengths = self.structure.check(
-                self.potentials(torch.zeros(self.dim, dtype=torch.float64), inputs), None
-            )[1]
-        parts = self.structure.to_parts(labels, lengths)
-        w0 = torch.zeros(self.dim, dtype=torch.float64)
-
-        def score(w: Tensor, x: Tensor, p: tuple[Tensor, ...], n: Tensor) -> Tensor:
-            pot = as_tuple(self._call(self._params(w), x.unsqueeze(0), n.unsqueeze(0)))
-            return sum((q.to(w.dtype) * r.unsqueeze(0).to(w.dtype)).sum() for q, r in zip(pot, p))
-
+        w0 = torch.zeros(self.dim, dtype=torch.float64, requires_grad=True)
+        potentials = self._call(self._params(w0), inputs, lengths)
+        potentials, lengths = self.structure.check(potentials, lengths)
+        scores = self.structure.score(potentials, labels, lengths)  # (B,)
+        eye = torch.eye(b, dtype=scores.dtype, device=scores.device)
         with warnings.catch_warnings():
-            # torch.func has no batching rule for embedding_bag (a performance note only)
+            # torch.func has no batching rule for embedding_bag's backward (a performance note)
             warnings.filterwarnings("ignore", message=".*performance drop.*", category=UserWarning)
-            rows = vmap(grad(score), in_dims=(None, 0, 0, 0))(w0, inputs, as_tuple(parts), lengths)
+            (rows,) = torch.autograd.grad(scores, w0, grad_outputs=eye, is_grads_batched=True)
         assert rows.shape == (b, self.dim)
         return sp.csr_matrix(rows.detach().cpu().numpy())
