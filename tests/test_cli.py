@@ -1,4 +1,4 @@
-"""The ``structssl`` command: LightningCLI subcommands, every config, ``--print_config``, demo."""
+"""The ``structssl`` command: LightningCLI subcommands, ``--print_config``, demo (every config: ``test_configs.py``)."""
 
 from __future__ import annotations
 
@@ -44,17 +44,6 @@ def _isolate(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_there_are_configs() -> None:
     assert QUICKSTART in CONFIGS
-
-
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
-def test_every_config_runs_one_step(config: Path, tmp_path: Path) -> None:
-    args = ["fit", f"--config={config}", "--trainer.fast_dev_run=true",
-            f"--trainer.default_root_dir={tmp_path}", "--test_after_fit=false", *SMALL]
-    if "labeled_fraction" not in config.read_text():
-        args.append("--data.init_args.num_labeled=5")
-    cli = cli_main(args)
-    assert cli.trainer.state.finished
-    assert "train/objective" in cli.trainer.callback_metrics
 
 
 def test_fit_logs_csv_and_tests_after_fit(tmp_path: Path) -> None:

@@ -1,0 +1,178 @@
+"""Mulan multi-label data module with seed 004's protocol: random 70/30 splits, degree of labeling.
+
+Seed 004 section 6: the Mulan train and test files of a data set are pooled; each of 10 random
+splits (``split_seed``) takes 70 % of the pool for training and 30 % for testing; the training
+part is split again into labeled (``labeled_fraction`` = d %, at least one example) and
+unlabeled (the rest) examples. Features are standardised with the training part's mean and
+standard deviation (``standardize=True``; constant features are left centred).
+
+Batches (full batch by default): ``{"inputs": (B, D) float, "labels": (B, K) long}``; the
+unlabeled training batch has no ``labels``. There is no dev split (seed 004 fixes sigma^2 = 1
+instead of tuning it); ``val_dataloader`` is empty. :meth:`MulanDataModule.arrays` returns the
+split as tensors for loops without Lightning (the benchmark).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from structssl.data.arff import MULAN_DATASETS, MultiLabelData, load_mulan
+from structssl.data.datamodule import SemiSupervisedDataModule, split_pool
+from structssl.data.paths import PathLike
+
+__all__ = ["MulanSplit", "MulanDataModule", "mulan_split"]
+
+
+class MulanSplit(NamedTuple):
+    """One random split as tensors.
+
+    Shape:
+        labeled_inputs (n, D), labeled_labels (n, K), unlabeled_inputs (m, D),
+        unlabeled_labels (m, K) (hidden from training; for reports), test_inputs (t, D),
+        test_labels (t, K).
+    """
+
+    labeled_inputs: Tensor
+    labeled_labels: Tensor
+    unlabeled_inputs: Tensor
+    unlabeled_labels: Tensor
+    test_inputs: Tensor
+    test_labels: Tensor
+
+
+def _check_fraction(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
+        raise ValueError(f"{name} must be a float in (0, 1); got {value!r}")
+    return float(value)
+
+
+def mulan_split(
+    data: MultiLabelData,
+    labeled_fraction: float = 0.01,
+    split_seed: int = 0,
+    train_fraction: float = 0.7,
+    standardize: bool = True,
+    dtype: torch.dtype = torch.float64,
+) -> MulanSplit:
+    """Seed 004's split of a pooled data set (see the module docstring).
+
+    Args:
+        data: the pooled :class:`~structssl.data.arff.MultiLabelData`.
+        labeled_fraction: degree of labeling d in (0, 1) (0.01 for d = 1 %).
+        split_seed: the split's seed (the train/test permutation and the labeled subset).
+        train_fraction: training share of the pool, in (0, 1).
+        standardize: standardise features with the training part's statistics.
+        dtype: floating dtype of the inputs.
+
+    Returns:
+        :class:`MulanSplit`.
+    """
+    labeled_fraction = _check_fraction(labeled_fraction, "labeled_fraction")
+    train_fraction = _check_fraction(train_fraction, "train_fraction")
+    if isinstance(split_seed, bool) or not isinstance(split_seed, int) or split_seed < 0:
+        raise ValueError(f"split_seed must be an int >= 0; got {split_seed!r}")
+    n = len(data)
+    num_train = int(round(train_fraction * n))
+    if not 1 <= num_train < n:
+        raise ValueError(f"train_fraction {train_fraction} leaves an empty split of {n} examples")
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(10_007 * split_seed + 1))
+    train, test = perm[:num_train], perm[num_train:]
+    lab, unl = split_pool(num_train, labeled_fraction=labeled_fraction, seed=split_seed)
+    x = torch.as_tensor(np.asarray(data.X), dtype=dtype)
+    y = torch.as_tensor(np.asarray(data.Y), dtype=torch.long)
+    if standardize:
+        mean = x[train].mean(0)
+        std = x[train].std(0)
+        std = torch.where(std > 1e-12, std, torch.ones_like(std))
+        x = (x - mean) / std
+    tr_x, tr_y = x[train], y[train]
+    return MulanSplit(tr_x[lab], tr_y[lab], tr_x[unl], tr_y[unl], x[test], y[test])
+
+
+def load_pooled(name: str, data_dir: Optional[PathLike] = None) -> MultiLabelData:
+    """The Mulan train and test files of ``name`` pooled into one data set."""
+    train = load_mulan(name, "train", data_dir)  # type: ignore[arg-type]
+    test = load_mulan(name, "test", data_dir)  # type: ignore[arg-type]
+    if train.label_names != test.label_names or train.feature_names != test.feature_names:
+        raise ValueError(f"the train and test files of {name!r} must have the same attributes")
+    return MultiLabelData(
+        np.concatenate([train.X, test.X]), np.concatenate([train.Y, test.Y]),
+        train.feature_names, train.label_names, train.relation,
+    )
+
+
+class MulanDataModule(SemiSupervisedDataModule):
+    """Scene / yeast / emotions with seed 004's splits (see the module docstring).
+
+    Args:
+        name: ``"scene"``, ``"yeast"`` or ``"emotions"``.
+        labeled_fraction: degree of labeling d in (0, 1) (seed 004: 0.01, 0.02, 0.04, 0.08).
+        split_seed: which random 70/30 split (seed 004: 10 splits).
+        train_fraction: training share of the pool (0.7).
+        standardize: standardise features with training statistics.
+        data_dir: the data directory (default: ``STRUCTSSL_DATA`` or ``../shared/data``).
+        transductive: add the test inputs to the unlabeled set (seed 004 section 6.4).
+        batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
+            :class:`~structssl.data.datamodule.SemiSupervisedDataModule`.
+    """
+
+    def __init__(
+        self,
+        name: str = "emotions",
+        labeled_fraction: float = 0.01,
+        split_seed: int = 0,
+        train_fraction: float = 0.7,
+        standardize: bool = True,
+        data_dir: Optional[PathLike] = None,
+        transductive: bool = False,
+        batch_size: Optional[int] = None,
+        unlabeled_batch_size: Optional[int] = None,
+        eval_batch_size: Optional[int] = None,
+        shuffle: bool = False,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
+        if name not in MULAN_DATASETS:
+            raise ValueError(f"name must be one of {sorted(MULAN_DATASETS)}; got {name!r}")
+        self.name = name
+        self.labeled_fraction = _check_fraction(labeled_fraction, "labeled_fraction")
+        self.split_seed = split_seed
+        self.train_fraction = _check_fraction(train_fraction, "train_fraction")
+        self.standardize = bool(standardize)
+        self.data_dir = data_dir
+        self.transductive = bool(transductive)
+        self.num_labels = MULAN_DATASETS[name][1]
+        self._arrays: Optional[MulanSplit] = None
+
+    def arrays(self) -> MulanSplit:
+        """The split as tensors (float64 inputs), loaded once."""
+        if self._arrays is None:
+            data = load_pooled(self.name, self.data_dir)
+            self._arrays = mulan_split(
+                data, self.labeled_fraction, self.split_seed, self.train_fraction, self.standardize
+            )
+        return self._arrays
+
+    @property
+    def input_dim(self) -> int:
+        """D, the number of features."""
+        return int(self.arrays().labeled_inputs.shape[1])
+
+    def build(self) -> dict[str, list[dict[str, Tensor]]]:
+        s = self.arrays()
+        labeled = [{"inputs": x, "labels": y} for x, y in zip(s.labeled_inputs, s.labeled_labels)]
+        unl_x = s.unlabeled_inputs
+        if self.transductive:
+            unl_x = torch.cat([unl_x, s.test_inputs])
+        unlabeled = [{"inputs": x} for x in unl_x]
+        test = [{"inputs": x, "labels": y} for x, y in zip(s.test_inputs, s.test_labels)]
+        return {"labeled": labeled, "unlabeled": unlabeled, "dev": [], "test": test}
+
+    @staticmethod
+    def collate(examples: list[dict[str, Tensor]]) -> dict[str, Any]:
+        """Stack fixed-size examples (no padding, no ``lengths``)."""
+        return {key: torch.stack([e[key] for e in examples]) for key in examples[0]}

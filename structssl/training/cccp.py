@@ -1,0 +1,650 @@
+"""Gamma-SSVM by the convex-concave procedure (seed 000, eq. 13 / 16 / 22, Algorithm 1).
+
+Objective. With labeled examples ``i <= n``, unlabeled examples ``j <= m`` (for the labeling
+formulation of section 4 the ``j`` run over the labeled examples themselves), a binary
+constraint map ``phi_j`` and the penalty ``Gamma(v) = lambda sum_j ||v_j - a_j||_1`` (section
+5.1: ``a_j = 1``, ``lambda = 1``; section 4: ``a_j = phi(x_j, y_j)``, ``lambda = 1/2``), the
+module minimises seed 000's eq. (13) **divided by n** (as every
+:class:`~structssl.training.modules.StructuredModule` does)::
+
+    J(w, v) = ||w||^2 / (2n) + (C1/n) mean_i xi_i
+              + (C2/n) [ lambda m mean_j ||v_j - a_j||_1 + mean_j B_j(w, v_j) ]
+    B_j = (mu/2)||v_j||^2 + max_y [s_j(y) - (mu/2) v_j.phi_j(y) + (mu/4)||phi_j(y)||^2]   (convex)
+                          - max_y [s_j(y) + (mu/2) v_j.phi_j(y) - (mu/4)||phi_j(y)||^2]   (concave)
+
+``xi_i`` is the structural hinge loss (``loss``, default margin-rescaled Hamming). By Lemma 1,
+``B_j >= (mu/4) ||phi_j(y(x_j; w)) - v_j||^2``.
+
+CCCP (Appendix, eq. 21-22). Each **outer** iteration linearises the concave part at the
+constraint-guided prediction ``p_j = argmax_y s_j(y) + (mu/2) v_j.phi_j(y) - (mu/4)||phi_j||^2``
+(eq. 12/15), computed with no gradient; the **inner** step minimises the resulting convex upper
+bound over ``w`` (and ``v`` in parameter mode) with autograd, for ``inner_epochs`` optimiser
+epochs (with full batches and L-BFGS: ``inner_epochs * lbfgs_max_iter`` L-BFGS iterations).
+At ``w_t`` the bound equals ``J``, so ``J(w_{t+1}) <= bound(w_{t+1}) <= bound(w_t) = J(w_t)``
+whenever the inner step decreases the bound. The value of ``J`` at each linearisation point is
+logged as ``train/cccp_objective``; training stops when its decrease between outer iterations
+is below ``tol`` (``trainer.should_stop``).
+
+The auxiliary vectors ``v_j`` (``v_mode``):
+
+* ``"closed_form"`` (default): ``v_j = a_j``. For the L1 penalty this is the *exact* minimiser
+  of the convex bound over ``v`` whenever ``mu <= lambda m``: per coordinate the subgradient
+  condition at ``v = a`` reads ``0 in lambda [-1, 1] + (mu/m)(a - (phi_hat + p)/2)`` and
+  ``|a - (phi_hat + p)/2| <= 1`` for 0/1 features and ``a in [0, 1]``. The module checks
+  ``mu <= lambda m`` at setup and raises ``ValueError`` otherwise. This covers both
+  experiments of the paper (section 5.1: m = 1,200; section 4: ``mu = 1``).
+* ``"parameter"``: ``v`` is an ``nn.Parameter`` per example (stored per constraint, padded to the
+  longest example; batches carry ``index``), optimised jointly with ``w`` by autograd through
+  the Gamma and DC terms. ``v_init="target"`` starts at ``a_j`` (section 5.1),
+  ``"prediction"`` at ``phi_j(y(x_j; w0))`` (section 4, decoded at the first outer iteration).
+
+Initialisation of ``w``: ``supervised_epochs`` epochs of the supervised objective (``C2``
+term off) before the first outer iteration ("w from the supervised solution"), or 0 with a
+zero-initialised scorer (section 4's ``w0 = 0``).
+
+Constraint features. ``constraints`` is a :class:`~structssl.constraints.ConstraintSet` of
+instance-level constraints (bound to the data module's labels at setup when unbound). Its
+linear indicators fold into the potentials
+(:meth:`~structssl.constraints.ConstraintSet.indicator_features`); the global non-linear ones
+(:class:`~structssl.constraints.ConsecutiveFields`, :class:`~structssl.constraints.AtMostOnce`,
+:class:`~structssl.constraints.MustAppear`) add one binary dimension each and their maxima are
+found by :func:`~structssl.constraints.kbest_search` with ``search_k`` candidates; rows the
+search cannot certify exact are counted in ``train/search_uncertified`` (the DC bound then uses
+the best candidate found). ``formulation="labeling"`` ignores ``constraints`` and uses the node
+indicators ``phi(x, y)_{tC+c} = [y_t = c]`` of section 4 (d = N C).
+
+Extra constraint features in ``Phi`` ("I" of Table 1, ``extra_features=True``): one learned
+weight per linear-indicator constraint times its number of satisfied positions, and a second
+(C, C) transition matrix used at the boundaries that a
+:class:`~structssl.constraints.PunctuationTransitions` constraint allows. (The paper's extra
+feature scoring the global constraint is not included: it would make test-time decoding
+non-linear.) These weights are part of ``w`` (regularised).
+
+Batches: the data module's examples carry ``tokens`` (a list of token tuples per batch) and, for
+the parameter mode or mini-batches, ``index`` (the example's index in its split).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from structssl.constraints import (
+    ConcatFeatures,
+    Constraint,
+    ConstraintSet,
+    PunctuationTransitions,
+    kbest_search,
+)
+from structssl.losses import StructuredHingeLoss
+from structssl.losses.gamma import ConstraintFeatures, NodeFeatures
+from structssl.structures.base import Potentials, Structure, as_tuple, like
+from structssl.structures.linear_chain import LinearChain
+from structssl.training.modules import Batch, ObjectiveTerms, OptimizerName, StructuredModule, Task
+
+__all__ = ["CCCPModule", "GammaDCTerms", "gamma_dc_terms", "lemma1_gap"]
+
+
+# ---------------------------------------------------------------------- the DC terms
+class GammaDCTerms(NamedTuple):
+    """Per example (B,): ``convex`` (eq. 14 max), ``concave`` (minus eq. 15 max, or its
+    linearisation), ``quadratic`` ``(mu/2)||v||^2``; ``predicted`` / ``guided`` labels;
+    ``uncertified`` (B,) bool rows whose non-linear search was not certified exact."""
+
+    convex: Tensor
+    concave: Tensor
+    quadratic: Tensor
+    predicted: Tensor
+    guided: Tensor
+    uncertified: Tensor
+
+    def bracket(self) -> Tensor:
+        """``B_j`` of the module docstring. Shape (B,)."""
+        return self.quadratic + self.convex + self.concave
+
+
+def _nonlinear_values(
+    constraints: Sequence[Constraint], labels: Tensor, lengths: Tensor, tokens: Optional[Sequence[Sequence[str]]]
+) -> Tensor:
+    """(B, K) binary indicators of the global non-linear constraints."""
+    cols = [c.indicators(labels, lengths, tokens).view(-1) for c in constraints]
+    return torch.stack(cols, 1)
+
+
+def _augmented_max(
+    structure: Structure,
+    potentials: Tensor,
+    lengths: Tensor,
+    coef: Tensor,
+    features: Optional[ConstraintFeatures],
+    nonlinear: Sequence[Constraint],
+    tokens: Optional[Sequence[Sequence[str]]],
+    k: int,
+    at: Optional[Tensor] = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``max_y s(y) + coef . phi(y)`` (or its value at ``at``), differentiable in the
+    potentials and ``coef``. Returns (values (B,), labels, uncertified (B,) bool)."""
+    b = potentials.shape[0]
+    d_lin = coef.shape[1] - len(nonlinear)
+    c_lin, c_non = coef[:, :d_lin], coef[:, d_lin:]
+    if features is not None:
+        extra = features.adjoint(c_lin, potentials)
+        aug = like(potentials, [p + e for p, e in zip(as_tuple(potentials), as_tuple(extra))])
+        offset = features.offset_dot(c_lin)
+    else:
+        aug, offset = potentials, potentials.new_zeros(b)
+    uncertified = torch.zeros(b, dtype=torch.bool, device=potentials.device)
+    if at is not None:
+        labels = at
+    elif not nonlinear:
+        labels, _ = structure.argmax(aug, lengths)
+    else:
+        c_det = c_non.detach()
+
+        def bonus(y: Tensor, ln: Tensor, rows: Tensor) -> Tensor:
+            toks = None if tokens is None else [tokens[int(r)] for r in rows.tolist()]
+            vals = _nonlinear_values(nonlinear, y, ln, toks)
+            return (vals.to(c_det.dtype) * c_det[rows]).sum(1)
+
+        result = kbest_search(
+            structure, aug.detach(), lengths, bonus, c_det.clamp(min=0).sum(1), k=k, adaptive=True
+        )
+        labels, uncertified = result.labels, ~result.certified
+    value = structure.score(aug, labels, lengths) + offset
+    if nonlinear:
+        vals = _nonlinear_values(nonlinear, labels, lengths, tokens).to(c_non.dtype)
+        value = value + (vals * c_non).sum(1)
+    return value, labels, uncertified
+
+
+def gamma_dc_terms(
+    structure: Structure,
+    potentials: Tensor,
+    lengths: Tensor,
+    v: Tensor,
+    mu: float,
+    features: Optional[ConstraintFeatures],
+    nonlinear: Sequence[Constraint] = (),
+    tokens: Optional[Sequence[Sequence[str]]] = None,
+    linearize_at: Optional[Tensor] = None,
+    search_k: int = 16,
+) -> GammaDCTerms:
+    """The DC terms of seed 000 eq. (13) for binary constraint features, linear and not.
+
+    Args:
+        structure: the structure (non-linear constraints need ``kbest``, i.e. a chain).
+        potentials: (B, N, C, C) for a chain.
+        lengths: (B,).
+        v: (B, d_lin + K): auxiliary vectors, linear features first, then one entry per
+            non-linear constraint.
+        mu: quadratic-penalty weight > 0.
+        features: binary features linear in the parts (``None``: none).
+        nonlinear: global non-linear instance constraints (binary indicators).
+        tokens: B token lists (for token-dependent non-linear constraints).
+        linearize_at: labels where the concave part is linearised (CCCP), else its exact max.
+        search_k: k of the k-best search for non-linear constraints.
+    """
+    if mu <= 0:
+        raise ValueError(f"mu must be > 0; got {mu}")
+    if features is not None and not features.binary:
+        raise NotImplementedError("the Gamma-SSVM DC bound needs binary (0/1) constraint features")
+    d_lin = int(getattr(features, "num_constraints", -1)) if features is not None else 0
+    if v.dim() != 2 or (d_lin >= 0 and v.shape[1] != d_lin + len(nonlinear)):
+        raise ValueError(
+            f"v must have shape (B, d) with d = {d_lin + len(nonlinear)} (linear features + "
+            f"non-linear constraints); got {tuple(v.shape)}"
+        )
+    # binary phi: ||phi||^2 = 1 . phi, so both maxima are over s + coef . phi
+    convex, predicted, unc1 = _augmented_max(
+        structure, potentials, lengths, -mu / 2 * v + mu / 4, features, nonlinear, tokens, search_k
+    )
+    if linearize_at is None:
+        with torch.no_grad():
+            _, guided, unc2 = _augmented_max(
+                structure, potentials.detach(), lengths, (mu / 2 * v - mu / 4).detach(), features,
+                nonlinear, tokens, search_k,
+            )
+    else:
+        guided, unc2 = linearize_at, torch.zeros_like(unc1)
+    concave, _, _ = _augmented_max(
+        structure, potentials, lengths, mu / 2 * v - mu / 4, features, nonlinear, tokens, search_k, at=guided
+    )
+    quadratic = 0.5 * mu * (v * v).sum(1)
+    return GammaDCTerms(convex, -concave, quadratic, predicted, guided, unc1 | unc2)
+
+
+def lemma1_gap(
+    structure: Structure,
+    potentials: Tensor,
+    lengths: Tensor,
+    v: Tensor,
+    mu: float,
+    features: Optional[ConstraintFeatures],
+    nonlinear: Sequence[Constraint] = (),
+    tokens: Optional[Sequence[Sequence[str]]] = None,
+    search_k: int = 16,
+) -> Tensor:
+    """``B_j - (mu/4)||phi_j(y(x_j)) - v_j||^2`` (>= 0 by Lemma 1), with ``y(x_j)`` the plain
+    argmax. Shape (B,)."""
+    terms = gamma_dc_terms(structure, potentials, lengths, v, mu, features, nonlinear, tokens, None, search_k)
+    with torch.no_grad():
+        labels, _ = structure.argmax(potentials, lengths)
+    phi = _phi(structure, features, nonlinear, labels, lengths, tokens, v.dtype)
+    return terms.bracket() - mu / 4 * ((phi - v) ** 2).sum(1)
+
+
+def _phi(
+    structure: Structure,
+    features: Optional[ConstraintFeatures],
+    nonlinear: Sequence[Constraint],
+    labels: Tensor,
+    lengths: Tensor,
+    tokens: Optional[Sequence[Sequence[str]]],
+    dtype: torch.dtype,
+) -> Tensor:
+    cols = []
+    if features is not None:
+        cols.append(features.phi(structure.to_parts(labels, lengths)).to(dtype))
+    if nonlinear:
+        cols.append(_nonlinear_values(nonlinear, labels, lengths, tokens).to(dtype))
+    return torch.cat(cols, 1)
+
+
+def _width(features: Optional[ConstraintFeatures], nonlinear: Sequence[Constraint], potentials: Tensor) -> int:
+    """d of v for a batch: the features' dimension plus one per non-linear constraint."""
+    if isinstance(features, NodeFeatures):
+        return int(potentials.shape[1] * potentials.shape[2])
+    return (0 if features is None else int(getattr(features, "num_constraints"))) + len(nonlinear)
+
+
+# ---------------------------------------------------------------------- the module
+class CCCPModule(StructuredModule):
+    """Gamma-SSVM (seed 000) trained by CCCP; see the module docstring.
+
+    Args:
+        structure: a :class:`~structssl.structures.LinearChain` (the constraint features and
+            the k-best search are chain-specific).
+        scorer: inputs -> potentials (e.g. ``LinearChainScorer``).
+        constraints: the prior knowledge (instance-level; required for
+            ``formulation="transductive"``).
+        formulation: ``"transductive"`` (eq. 13: labeled hinge + constraints on unlabeled
+            data) or ``"labeling"`` (section 4, eq. 16: labels enter only through Gamma with
+            the node-indicator map; the labeled batch plays the role of the ``j``).
+        loss: the labeled loss (default margin-rescaled Hamming ``StructuredHingeLoss()``).
+        C1: weight of the labeled hinge (0 allowed: none).
+        C2: weight of the constraint term, > 0.
+        mu: quadratic-penalty weight, > 0.
+        gamma_weight: ``lambda`` of the L1 penalty (default: 1 transductive, 1/2 labeling).
+        inner_epochs: optimiser epochs per CCCP outer iteration.
+        tol: stop when the CCCP objective decreases by less than this between outer iterations
+            (``None``: never stop early).
+        supervised_epochs: initial supervised epochs (w from the supervised solution).
+        v_mode: ``"closed_form"`` or ``"parameter"``.
+        v_init: ``"target"`` or ``"prediction"`` (parameter mode).
+        max_length: longest example (parameter mode storage; default: from the data module).
+        extra_features: add the constraint features to ``Phi`` ("I").
+        search_k: k of the k-best search for non-linear constraints.
+        steps_per_batch: optimiser steps per training batch (useful with ``adam``/``sgd`` on
+            full batches: an epoch is then ``steps_per_batch`` steps). The hinge loss is not
+            smooth; L-BFGS tends to stall on it, Adam is the robust choice.
+        optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias, num_labeled,
+            num_unlabeled, task, tags: see :class:`StructuredModule`.
+    """
+
+    uses_unlabeled = True
+    annealable = ("C", "Cu")
+
+    def __init__(
+        self,
+        structure: Structure,
+        scorer: nn.Module,
+        constraints: Optional[ConstraintSet] = None,
+        formulation: Literal["transductive", "labeling"] = "transductive",
+        loss: Optional[nn.Module] = None,
+        C1: float = 1.0,
+        C2: float = 1.0,
+        mu: float = 1.0,
+        gamma_weight: Optional[float] = None,
+        inner_epochs: int = 5,
+        tol: Optional[float] = 1e-4,
+        supervised_epochs: int = 0,
+        v_mode: Literal["closed_form", "parameter"] = "closed_form",
+        v_init: Literal["target", "prediction"] = "target",
+        max_length: Optional[int] = None,
+        extra_features: bool = False,
+        search_k: int = 16,
+        steps_per_batch: int = 1,
+        optimizer: OptimizerName = "lbfgs",
+        lr: float = 1.0,
+        lbfgs_max_iter: int = 20,
+        lbfgs_history: int = 10,
+        momentum: float = 0.0,
+        regularize_bias: bool = True,
+        num_labeled: Optional[int] = None,
+        num_unlabeled: Optional[int] = None,
+        task: Task = "sequence",
+        tags: Optional[Sequence[str]] = None,
+    ) -> None:
+        super().__init__(
+            structure, scorer, 1.0, float(C2), optimizer, lr, lbfgs_max_iter, lbfgs_history,
+            momentum, regularize_bias, num_labeled, num_unlabeled, task, tags,
+        )
+        if not isinstance(structure, LinearChain):
+            raise NotImplementedError(
+                f"CCCPModule supports LinearChain structures (constraint features and k-best "
+                f"search are chain-specific); got {type(structure).__name__}"
+            )
+        if formulation not in ("transductive", "labeling"):
+            raise ValueError(f"formulation must be 'transductive' or 'labeling'; got {formulation!r}")
+        if formulation == "transductive" and constraints is None:
+            raise ValueError("constraints must be given for formulation='transductive'; got None")
+        if constraints is not None and not isinstance(constraints, ConstraintSet):
+            raise TypeError(f"constraints must be a ConstraintSet; got {type(constraints).__name__}")
+        if constraints is not None and constraints.select(level="corpus").constraints:
+            raise NotImplementedError(
+                "CCCPModule handles instance-level constraints (seed 000); corpus-level ones "
+                f"{constraints.select(level='corpus').names} need label switching (seed 003)"
+            )
+        for name, value, zero_ok in (("C1", C1, True), ("C2", C2, False), ("mu", mu, False), ("tol", 0.0 if tol is None else tol, True)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero_ok):
+                raise ValueError(f"{name} must be a number {'>= 0' if zero_ok else '> 0'}; got {value!r}")
+        for name, value, minimum in (("inner_epochs", inner_epochs, 1), ("supervised_epochs", supervised_epochs, 0), ("search_k", search_k, 1), ("steps_per_batch", steps_per_batch, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
+        if v_mode not in ("closed_form", "parameter"):
+            raise ValueError(f"v_mode must be 'closed_form' or 'parameter'; got {v_mode!r}")
+        if v_init not in ("target", "prediction"):
+            raise ValueError(f"v_init must be 'target' or 'prediction'; got {v_init!r}")
+        if v_mode == "closed_form" and v_init != "target":
+            raise ValueError("v_init='prediction' needs v_mode='parameter' (closed form sets v = a)")
+        self.constraints = constraints
+        self.formulation = formulation
+        self.loss = StructuredHingeLoss() if loss is None else loss
+        if not isinstance(self.loss, nn.Module):
+            raise TypeError(f"loss must be an nn.Module; got {type(self.loss).__name__}")
+        self.C1 = float(C1)
+        self.C2 = float(C2)
+        self.mu = float(mu)
+        default_lambda = 1.0 if formulation == "transductive" else 0.5
+        self.gamma_weight = default_lambda if gamma_weight is None else float(gamma_weight)
+        if not self.gamma_weight > 0:
+            raise ValueError(f"gamma_weight must be > 0; got {gamma_weight!r}")
+        self.inner_epochs = inner_epochs
+        self.tol = None if tol is None else float(tol)
+        self.supervised_epochs = supervised_epochs
+        self.v_mode = v_mode
+        self.v_init = v_init
+        self.max_length = max_length
+        self.extra_features = bool(extra_features)
+        self.search_k = search_k
+        self.steps_per_batch = steps_per_batch
+        c = structure.num_labels
+        self._punct: Optional[PunctuationTransitions] = None
+        if self.extra_features:
+            if constraints is None:
+                raise ValueError("extra_features=True needs constraints")
+            lin = [x for x in constraints if x.linear_indicators]
+            self.indicator_weight = nn.Parameter(torch.zeros(len(lin)))
+            punct = [x for x in constraints if isinstance(x, PunctuationTransitions)]
+            self._punct = punct[0] if punct else None
+            self.boundary_transition = nn.Parameter(torch.zeros(c, c)) if punct else None
+        self.v_store = nn.ParameterDict()
+        self._bound: Optional[ConstraintSet] = None
+        self._linearized: dict[Any, Tensor] = {}
+        self._lin_outer = -1
+        self._outer_values: list[float] = []
+        self._pending: Optional[float] = None
+        self._init_rho()
+
+    # ------------------------------------------------------------------ setup
+    def losses(self) -> list[nn.Module]:
+        return [self.loss]
+
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        trainer = self._trainer
+        dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        if self.constraints is not None:
+            names = getattr(dm, "label_names", None) or self.tags
+            if self.constraints.label_names is None:
+                if names is None:
+                    raise ValueError(
+                        "constraints are not bound to a label list and neither the data module "
+                        "(label_names) nor tags give one"
+                    )
+                self._bound = self.constraints.bind(names)
+            else:
+                self._bound = self.constraints
+            if self._punct is not None:
+                self._punct = self._punct.bind(self._bound.label_names or ())
+        if stage == "fit" and dm is not None:
+            n, m = self.dataset_sizes()
+            m_eff = n if self.formulation == "labeling" else m
+            if self.v_mode == "closed_form" and self.mu > self.gamma_weight * m_eff:
+                raise ValueError(
+                    f"v_mode='closed_form' is exact only for mu <= gamma_weight * m = "
+                    f"{self.gamma_weight * m_eff}; got mu={self.mu} (use v_mode='parameter')"
+                )
+            if self.v_mode == "parameter" and not len(self.v_store):
+                length = self.max_length or getattr(dm, "max_length", None)
+                if length is None:
+                    raise ValueError("v_mode='parameter' needs max_length (or a data module max_length)")
+                self._make_v(m_eff, int(length))
+
+    def _blocks(self) -> list[tuple[str, int]]:
+        """(name, width per position or -1 for one global entry) of the v layout."""
+        if self.formulation == "labeling":
+            return [("node", self.structure.num_labels)]
+        assert self._bound is not None
+        lin = [c for c in self._bound if c.linear_indicators]
+        non = [c for c in self._bound if not c.linear_indicators]
+        out = [(f"c{i}", 1 if c.positionwise else -1) for i, c in enumerate(lin)]
+        return out + [(f"g{i}", -1) for i in range(len(non))]
+
+    def _make_v(self, m: int, length: int) -> None:
+        for name, width in self._blocks():
+            size = 1 if width < 0 else width * length
+            self.v_store[name] = nn.Parameter(torch.ones(m, size))
+
+    # ------------------------------------------------------------------ potentials
+    def potentials(self, batch: Batch) -> Potentials:
+        pot = super().potentials(batch)
+        if not self.extra_features:
+            return pot
+        assert isinstance(pot, Tensor) and self._bound is not None
+        tokens, lengths = batch.get("tokens"), batch["lengths"]
+        lin = [c for c in self._bound if c.linear_indicators]
+        extra = torch.zeros_like(pot)
+        for weight, con in zip(self.indicator_weight, lin):
+            feats = con.indicator_features(tokens, lengths, dtype=pot.dtype)
+            ones = torch.ones(pot.shape[0], int(getattr(feats, "num_constraints")), dtype=pot.dtype, device=pot.device)
+            extra = extra + weight * feats.adjoint(ones, pot)
+        if self.boundary_transition is not None and self._punct is not None:
+            n = pot.shape[1]
+            allowed = self._punct.allowed_boundaries(tokens, lengths, n).to(pot.dtype).clone()
+            allowed[:, 0] = 0.0
+            valid = LinearChain.valid_mask(lengths, n).to(pot.dtype)
+            extra = extra + (allowed * valid).view(*allowed.shape, 1, 1) * self.boundary_transition
+        return pot + extra
+
+    def weight_norm_squared(self) -> Tensor:
+        """``||w||^2``: the scorer's weights plus the extra constraint-feature weights."""
+        total = super().weight_norm_squared()
+        if self.extra_features:
+            total = total + (self.indicator_weight ** 2).sum()
+            if self.boundary_transition is not None:
+                total = total + (self.boundary_transition ** 2).sum()
+        return total
+
+    # ------------------------------------------------------------------ constraint features
+    def _features(self, batch: Batch, dtype: torch.dtype) -> tuple[Optional[ConstraintFeatures], list[Constraint]]:
+        if self.formulation == "labeling":
+            return NodeFeatures(), []
+        assert self._bound is not None
+        tokens, lengths = batch.get("tokens"), batch["lengths"]
+        return self._bound.indicator_features(tokens, lengths, dtype=dtype), self._bound.nonlinear_indicators()
+
+    def _targets(self, batch: Batch, d: int, dtype: torch.dtype) -> Tensor:
+        """``a_j`` (B, d): ones (section 5.1) or ``phi(y_j)`` (section 4)."""
+        lengths = batch["lengths"]
+        if self.formulation == "labeling":
+            parts = self.structure.to_parts(batch["labels"], lengths)
+            return NodeFeatures().phi(parts).to(dtype)
+        return torch.ones(lengths.shape[0], d, dtype=dtype, device=lengths.device)
+
+    def _v(self, batch: Batch, d: int, target: Tensor) -> Tensor:
+        if self.v_mode == "closed_form":
+            return target
+        if "index" not in batch:
+            raise ValueError("v_mode='parameter' needs batches with 'index' (the example's index)")
+        idx = batch["index"]
+        n = int(batch["inputs"].shape[1])
+        cols = []
+        for name, width in self._blocks():
+            store = self.v_store[name]
+            cols.append(store[idx] if width < 0 else store[idx, : n * width])
+        v = torch.cat(cols, 1).to(target.dtype)
+        if v.shape[1] != d:
+            raise ValueError(f"stored v has {v.shape[1]} entries for a batch needing {d}")
+        return v
+
+    def _init_v_prediction(self, batch: Batch, phi: Tensor) -> None:
+        idx = batch["index"]
+        n = int(batch["inputs"].shape[1])
+        start = 0
+        with torch.no_grad():
+            for name, width in self._blocks():
+                size = 1 if width < 0 else n * width
+                store = self.v_store[name]
+                store[idx, :size] = phi[:, start : start + size].to(store.dtype)
+                start += size
+
+    # ------------------------------------------------------------------ objective
+    def _outer(self) -> int:
+        return (self.current_epoch - self.supervised_epochs) // self.inner_epochs
+
+    def _cache_key(self, batch: Batch, batch_idx: int) -> Any:
+        return batch_idx
+
+    def objective_terms(self, batch: Batch) -> ObjectiveTerms:
+        return self._objective(batch, 0, None)
+
+    def _objective(self, batch: Batch, batch_idx: int, guided: Optional[Tensor]) -> ObjectiveTerms:
+        labeled, unlabeled = self._split(batch)
+        if self.formulation == "labeling":
+            unlabeled = labeled
+        n, m = self.dataset_sizes()
+        norm = self.weight_norm_squared()
+        pot_l = self.potentials(labeled)
+        if self.C1 > 0:
+            hinge = self.loss(self.structure, pot_l, labeled["labels"], labeled.get("lengths"))
+        else:
+            hinge = pot_l.new_zeros(())
+        objective = norm / (2 * n) + self.C1 / n * hinge
+        u_value = objective.new_zeros(())
+        self._last_uncertified = 0
+        if unlabeled is not None and self.current_epoch >= self.supervised_epochs:
+            pot_u = pot_l if self.formulation == "labeling" else self.potentials(unlabeled)
+            assert isinstance(pot_u, Tensor)
+            features, nonlinear = self._features(unlabeled, pot_u.dtype)
+            d = _width(features, nonlinear, pot_u)
+            target = self._targets(unlabeled, d, pot_u.dtype)
+            v = self._v(unlabeled, d, target)
+            terms = gamma_dc_terms(
+                self.structure, pot_u, unlabeled["lengths"], v, self.mu, features, nonlinear,
+                unlabeled.get("tokens"), guided, self.search_k,
+            )
+            m_eff = n if self.formulation == "labeling" else m
+            gamma = self.gamma_weight * m_eff * (v - target).abs().sum(1).mean()
+            u_value = gamma + terms.bracket().mean()
+            objective = objective + self.C2 / n * u_value
+            self._last_uncertified = int(terms.uncertified.sum())
+        return ObjectiveTerms(objective, norm, hinge, u_value)
+
+    def _linearization(self, batch: Batch, batch_idx: int) -> Optional[Tensor]:
+        """The constraint-guided labels of the current outer iteration (cached, no grad)."""
+        if self.current_epoch < self.supervised_epochs:
+            return None
+        outer = self._outer()
+        if outer != self._lin_outer:
+            self._linearized = {}
+            self._lin_outer = outer
+        key = self._cache_key(batch, batch_idx)
+        if key in self._linearized:
+            return self._linearized[key]
+        labeled, unlabeled = self._split(batch)
+        if self.formulation == "labeling":
+            unlabeled = labeled
+        if unlabeled is None:
+            return None
+        with torch.no_grad():
+            pot_u = self.potentials(unlabeled)
+            assert isinstance(pot_u, Tensor)
+            features, nonlinear = self._features(unlabeled, pot_u.dtype)
+            d = _width(features, nonlinear, pot_u)
+            target = self._targets(unlabeled, d, pot_u.dtype)
+            if self.v_mode == "parameter" and self.v_init == "prediction" and outer == 0:
+                labels, _ = self.structure.argmax(pot_u, unlabeled["lengths"])
+                phi = _phi(self.structure, features, nonlinear, labels, unlabeled["lengths"], unlabeled.get("tokens"), pot_u.dtype)
+                self._init_v_prediction(unlabeled, phi)
+            v = self._v(unlabeled, d, target).detach()
+            coef = self.mu / 2 * v - self.mu / 4
+            _, guided, _ = _augmented_max(
+                self.structure, pot_u, unlabeled["lengths"], coef, features, nonlinear,
+                unlabeled.get("tokens"), self.search_k,
+            )
+        self._linearized[key] = guided
+        return guided
+
+    # ------------------------------------------------------------------ training
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        opt = self.optimizers()
+        guided = self._linearization(batch, batch_idx)
+        first_of_outer = (
+            guided is not None
+            and (self.current_epoch - self.supervised_epochs) % self.inner_epochs == 0
+            and batch_idx == 0
+        )
+        last: dict[str, ObjectiveTerms] = {}
+
+        def closure() -> Tensor:
+            opt.zero_grad()
+            terms = self._objective(batch, batch_idx, guided)
+            self.manual_backward(terms.objective)
+            if "first" not in last:
+                last["first"] = terms
+            last["terms"] = terms
+            return terms.objective
+
+        for _ in range(self.steps_per_batch):
+            opt.step(closure=closure)
+        terms = last["terms"]
+        labeled, unlabeled = self._split(batch)
+        size = int(labeled["inputs"].shape[0])
+        log = dict(on_step=False, on_epoch=True, batch_size=size)
+        self.log("train/objective", terms.objective.detach(), prog_bar=True, **log)
+        self.log("train/labeled_loss", terms.labeled_loss.detach(), **log)
+        self.log("train/unlabeled_loss", terms.unlabeled_loss.detach(), **log)
+        self.log("train/weight_norm_squared", terms.weight_norm_squared.detach(), **log)
+        self.log("train/search_uncertified", float(self._last_uncertified), **log)
+        if first_of_outer:
+            value = float(last["first"].objective.detach())
+            self.log("train/cccp_objective", value, **log)
+            self.log("train/cccp_outer", float(self._outer()), **log)
+            if self.tol is not None and self._outer_values and self._outer_values[-1] - value < self.tol:
+                self.trainer.should_stop = True
+            self._outer_values.append(value)
+        with torch.no_grad():
+            self.train_metrics.update(self.decode(labeled), labeled["labels"], lengths=labeled.get("lengths"))
+        return terms.objective.detach()
+
+    @property
+    def cccp_objectives(self) -> list[float]:
+        """The CCCP objective J at each outer linearisation point so far."""
+        return list(self._outer_values)
+
+    def eval_loss(self, batch: Batch) -> Tensor:
+        pot = self.potentials(batch)
+        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))

@@ -1,0 +1,429 @@
+"""Semi-supervised structural SVM by label switching and deterministic annealing (seed 003).
+
+Algorithm 1 of seed 003 as a Lightning module. The objective (module docstring of
+:mod:`structssl.training.modules`, divided by n like every structssl procedure) is
+
+    J(w, Y) = ||w||^2 / (2 n) + C mean_i l(x_i, y_i; w) + Cu (m / n) mean_j l(x_j, Y_j; w)
+              + P(Y) / n
+
+with ``l`` the structured hinge (``loss``, Hamming or 0/1 cost), ``Y`` the current labels of
+the m unlabeled examples and ``P`` the constraint penalties of seed 003 eq. (3.4)
+(:mod:`structssl.constraints` for sequences, :class:`~structssl.inference.label_switching.
+SymbolProportion` for trees). It alternates (one training epoch = one alternation):
+
+1. epochs ``< supervised_epochs``: supervised training on the labeled data only (step 2);
+2. first annealing epoch: ``Y`` = the supervised model's argmax on the unlabeled data (step 4);
+3. every annealing epoch: label switching of ``Y`` for the current ``w``
+   (:func:`~structssl.inference.label_switching.label_switching`, or
+   :func:`~structssl.inference.label_switching.leaf_rule_switching` for ``CKY``), then one
+   supervised step on labeled + ``Y`` (``lbfgs_max_iter`` full-batch L-BFGS iterations on the
+   hinge objective; the paper uses SDM here).
+
+:class:`LabelSwitchingAnnealing` anneals ``Cu`` (``final * start * factor^k`` up to the final
+value, which by default equals ``C``: an unlabeled example then weighs like a labeled one): it
+moves to the next ``Cu`` when an alternation makes no switch, spends the switch budget, or after
+``max_alternations``; it records the monitored dev metric at the end of each ``Cu`` (the
+paper's per-``Cu`` model selection), stops after the final ``Cu`` and can restore the scorer
+of the best ``Cu``. Its state and the module's (``current_Cu``, ``Y``, the per-epoch history)
+are saved in checkpoints, and the switching randomness is seeded by ``(seed, epoch)``, so a
+resumed run repeats an uninterrupted one.
+
+The unlabeled batch must hold the whole unlabeled set (``unlabeled_batch_size=None``: corpus
+constraints need every example) and carry ``index`` (the example's index in its split) and,
+for token constraints, ``tokens``.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Literal, Optional, Sequence
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor, nn
+
+from structssl.inference.label_switching import (
+    SymbolProportion,
+    label_switching,
+    leaf_rule_switching,
+    switching_objective,
+)
+from structssl.losses.hinge import StructuredHingeLoss
+from structssl.structures.base import Structure
+from structssl.structures.cky import CKY
+from structssl.training.modules import Batch, ObjectiveTerms, OptimizerName, StructuredModule, Task
+
+__all__ = ["LabelSwitchingModule", "LabelSwitchingAnnealing"]
+
+
+def _count(value: Optional[int], name: str, minimum: int, allow_none: bool = True) -> Optional[int]:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}{' or None' if allow_none else ''}; got {value!r}")
+    return value
+
+
+class LabelSwitchingModule(StructuredModule):
+    """Seed 003's semi-supervised structural SVM (see the module docstring).
+
+    Args:
+        structure: ``LinearChain`` (or any structure with (B, N) labels) or ``CKY``.
+        scorer: inputs -> potentials.
+        constraints: a :class:`~structssl.constraints.ConstraintSet` (sequences; bound to the
+            data module's ``label_names`` at setup when unbound) or a list of
+            :class:`SymbolProportion` (trees), or None.
+        loss: the structured hinge of both terms (default ``StructuredHingeLoss()``, Hamming
+            cost, margin rescaling).
+        C: labeled loss weight.
+        Cu: the final unlabeled weight (default: ``C``).
+        supervised_epochs: epochs of supervised training before the switching starts.
+        max_switches: switch budget of one label-switching call (None: unlimited).
+        max_passes: passes of one label-switching call (sequences).
+        block_size: label-switching block size (None: all examples; 1: the paper's order).
+        num_trials: leaf-rule trials per example of one call (trees).
+        bonus: leaf-rule scale-up (trees).
+        seed: seed of the switching randomness (combined with the epoch).
+        optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias, num_labeled,
+            num_unlabeled, task, tags: see :class:`~structssl.training.modules.StructuredModule`.
+    """
+
+    uses_unlabeled = True
+
+    def __init__(
+        self,
+        structure: Structure,
+        scorer: nn.Module,
+        constraints: Any = None,
+        loss: Optional[nn.Module] = None,
+        C: float = 1.0,
+        Cu: Optional[float] = None,
+        supervised_epochs: int = 1,
+        max_switches: Optional[int] = None,
+        max_passes: int = 10,
+        block_size: Optional[int] = None,
+        num_trials: int = 16,
+        bonus: float = 100.0,
+        seed: int = 0,
+        optimizer: OptimizerName = "lbfgs",
+        lr: float = 1.0,
+        lbfgs_max_iter: int = 20,
+        lbfgs_history: int = 10,
+        momentum: float = 0.0,
+        regularize_bias: bool = True,
+        num_labeled: Optional[int] = None,
+        num_unlabeled: Optional[int] = None,
+        task: Task = "sequence",
+        tags: Optional[Sequence[str]] = None,
+    ) -> None:
+        super().__init__(
+            structure, scorer, C, C if Cu is None else Cu, optimizer, lr, lbfgs_max_iter,
+            lbfgs_history, momentum, regularize_bias, num_labeled, num_unlabeled, task, tags,
+        )
+        self.loss = StructuredHingeLoss() if loss is None else loss
+        if not isinstance(self.loss, nn.Module):
+            raise TypeError(f"loss must be an nn.Module; got {type(self.loss).__name__}")
+        self.is_tree = isinstance(structure, CKY)
+        if self.is_tree and constraints is not None:
+            bad = [c for c in constraints if not isinstance(c, SymbolProportion)]
+            if bad:
+                raise TypeError(
+                    f"constraints of a CKY structure must be SymbolProportion; got {type(bad[0]).__name__}"
+                )
+        self.constraints = constraints
+        self.supervised_epochs = _count(supervised_epochs, "supervised_epochs", 0, allow_none=False)
+        self.max_switches = _count(max_switches, "max_switches", 0)
+        self.max_passes = _count(max_passes, "max_passes", 1, allow_none=False)
+        self.block_size = _count(block_size, "block_size", 1)
+        self.num_trials = _count(num_trials, "num_trials", 1, allow_none=False)
+        self.bonus = float(bonus)
+        self.seed = int(seed)
+        self.register_buffer("pseudo_labels", torch.zeros(0, dtype=torch.long))
+        #: per-epoch records: epoch, Cu, switches, switches_per_pass, objective, seconds, ...
+        self.history: list[dict[str, Any]] = []
+        #: whether the annealing phase has started (set by the callback or by the epoch count)
+        self.last_switches = 0
+        self.last_budget_exhausted = False
+        self._init_rho()
+
+    # ------------------------------------------------------------------ setup / checkpoints
+    def losses(self) -> list[nn.Module]:
+        return [self.loss]
+
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        trainer = self._trainer
+        dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        names = getattr(dm, "label_names", None)
+        if (
+            not self.is_tree
+            and self.constraints is not None
+            and getattr(self.constraints, "label_names", "bound") is None
+            and names
+        ):
+            self.constraints = self.constraints.bind(list(names))
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["label_switching_history"] = copy.deepcopy(self.history)
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
+        saved = checkpoint.get("state_dict", {}).get("pseudo_labels")
+        if saved is not None:
+            self.pseudo_labels = torch.zeros_like(saved)
+        self.history = copy.deepcopy(checkpoint.get("label_switching_history", []))
+
+    # ------------------------------------------------------------------ phases
+    @property
+    def switching(self) -> bool:
+        """Whether the current epoch is an annealing (switching) epoch."""
+        trainer = self._trainer
+        epoch = trainer.current_epoch if trainer is not None else 0
+        return epoch >= self.supervised_epochs
+
+    def _pseudo(self, unlabeled: Batch) -> Tensor:
+        """The current labels of the batch's examples (padded to the batch's size)."""
+        idx = unlabeled["index"].to(self.pseudo_labels.device)
+        y = self.pseudo_labels[idx]
+        n = int(unlabeled["lengths"].max())
+        return y[:, : 2 * n - 1] if self.is_tree else y[:, :n]
+
+    def _store(self, unlabeled: Batch, labels: Tensor) -> None:
+        idx = unlabeled["index"].to(labels.device)
+        m = self.dataset_sizes()[1]
+        if self.pseudo_labels.numel() == 0:
+            shape = (m,) + tuple(labels.shape[1:])
+            self.pseudo_labels = torch.zeros(shape, dtype=torch.long, device=labels.device)
+        self.pseudo_labels[idx, : labels.shape[1]] = labels
+
+    def _check_unlabeled(self, unlabeled: Optional[Batch]) -> Batch:
+        if unlabeled is None:
+            raise ValueError(f"{type(self).__name__} needs unlabeled batches; the data module gave none")
+        if "index" not in unlabeled:
+            raise ValueError("unlabeled batches must carry 'index' (each example's index in its split)")
+        m = self.dataset_sizes()[1]
+        if int(unlabeled["inputs"].shape[0]) != m:
+            raise NotImplementedError(
+                "label switching needs the whole unlabeled set in one batch (corpus constraints); "
+                f"got a batch of {int(unlabeled['inputs'].shape[0])} of m = {m} (set "
+                "unlabeled_batch_size=None)"
+            )
+        return unlabeled
+
+    def switch(self, unlabeled: Batch) -> dict[str, Any]:
+        """Initialise (first call) and label-switch the unlabeled labels for the current w."""
+        with torch.no_grad():
+            pot = self.potentials(unlabeled)
+            lengths = unlabeled["lengths"]
+            if self.pseudo_labels.numel() == 0:
+                init, _ = self.structure.argmax(pot, lengths)
+                self._store(unlabeled, init)
+            labels = self._pseudo(unlabeled)
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.current_epoch)
+            cu = self.current("Cu")
+            if self.is_tree:
+                result = leaf_rule_switching(
+                    self.structure, pot, labels, lengths, self.constraints, cu, self.num_trials,
+                    self.bonus, self.max_switches, _cost(self.loss), gen,
+                )
+            else:
+                result = label_switching(
+                    self.structure, pot, labels, lengths, self.constraints,
+                    unlabeled.get("tokens"), cu, self.max_switches, self.max_passes,
+                    self.block_size, _cost(self.loss), "auto", gen,
+                )
+            self._store(unlabeled, result.labels)
+        self.last_switches = result.switches
+        self.last_budget_exhausted = result.budget_exhausted
+        return {
+            "switches": result.switches,
+            "switches_per_pass": list(result.switches_per_pass),
+            "switch_objective_before": result.initial_objective,
+            "switch_objective": result.objective,
+            "hard_violations": result.hard_violations,
+        }
+
+    def penalty(self, unlabeled: Batch) -> float:
+        """``P(Y)``: the constraint penalties of the current unlabeled labels."""
+        if self.constraints is None or self.pseudo_labels.numel() == 0:
+            return 0.0
+        with torch.no_grad():
+            pot = self.potentials(unlabeled)
+            value, _ = switching_objective(
+                self.structure, pot, self._pseudo(unlabeled), unlabeled["lengths"],
+                self.constraints, unlabeled.get("tokens"), 0.0, _cost(self.loss),
+            )
+        return float(value)
+
+    # ------------------------------------------------------------------ objective
+    def objective_terms(self, batch: Batch) -> ObjectiveTerms:
+        labeled, unlabeled = self._split(batch)
+        pot = self.potentials(labeled)
+        value = self.loss(self.structure, pot, labeled["labels"], labeled.get("lengths"))
+        unl = None
+        if self.switching and unlabeled is not None and self.pseudo_labels.numel() > 0:
+            pot_u = self.potentials(unlabeled)
+            unl = self.loss(self.structure, pot_u, self._pseudo(unlabeled), unlabeled.get("lengths"))
+        return self._combine(self.weight_norm_squared(), value, unl)
+
+    def eval_loss(self, batch: Batch) -> Tensor:
+        pot = self.potentials(batch)
+        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        start = time.perf_counter()
+        record: dict[str, Any] = {"epoch": int(self.current_epoch), "Cu": self.current("Cu")}
+        labeled, unlabeled = self._split(batch)
+        if self.switching:
+            unlabeled = self._check_unlabeled(unlabeled)
+            record.update(self.switch(unlabeled))
+        else:
+            record.update(switches=0, switches_per_pass=[])
+            self.last_switches, self.last_budget_exhausted = 0, False
+        out = super().training_step(batch, batch_idx)
+        with torch.no_grad():
+            terms = self.objective_terms(batch)
+        n, _ = self.dataset_sizes()
+        penalty = self.penalty(unlabeled) if (self.switching and unlabeled is not None) else 0.0
+        record.update(
+            objective=float(terms.objective) + penalty / n,
+            labeled_loss=float(terms.labeled_loss),
+            unlabeled_loss=float(terms.unlabeled_loss),
+            penalty=penalty,
+            seconds=time.perf_counter() - start,
+        )
+        self.history.append(record)
+        log = dict(on_step=False, on_epoch=True, batch_size=int(labeled["inputs"].shape[0]))
+        self.log("train/switches", float(record["switches"]), **log)
+        self.log("train/full_objective", record["objective"], **log)
+        return out
+
+
+def _cost(loss: nn.Module) -> Literal["hamming", "zero_one"]:
+    cost = getattr(loss, "cost", "hamming")
+    if cost not in ("hamming", "zero_one"):
+        raise NotImplementedError(f"label switching supports hamming / zero_one costs; got {cost!r}")
+    return cost
+
+
+class LabelSwitchingAnnealing(pl.Callback):
+    """Deterministic annealing of ``Cu`` for :class:`LabelSwitchingModule` (seed 003 Alg. 1).
+
+    ``Cu_k = final * min(1, start * factor^k)``; step ``k`` ends after an alternation with no
+    switch, one that spent the switch budget, or ``max_alternations`` alternations. At the end
+    of each step the monitored metric (of the validation run of that epoch) is recorded in
+    ``records``; training stops after the step with ``Cu = final``. With ``restore_best`` the
+    scorer of the best step (the paper's per-``Cu`` dev selection) is loaded at the end of fit.
+
+    Args:
+        start: first multiplier of the final ``Cu``, in (0, 1].
+        factor: growth factor per step, > 1.
+        max_alternations: alternations per step at most.
+        monitor: the logged metric of the selection (e.g. ``"val/token_accuracy"``; None: no
+            selection).
+        mode: ``"max"`` or ``"min"``.
+        restore_best: load the best step's scorer at the end of fit.
+    """
+
+    def __init__(
+        self,
+        start: float = 0.01,
+        factor: float = 2.0,
+        max_alternations: int = 10,
+        monitor: Optional[str] = "val/token_accuracy",
+        mode: Literal["max", "min"] = "max",
+        restore_best: bool = True,
+    ) -> None:
+        super().__init__()
+        if isinstance(start, bool) or not isinstance(start, (int, float)) or not 0 < start <= 1:
+            raise ValueError(f"start must be in (0, 1]; got {start!r}")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 1:
+            raise ValueError(f"factor must be > 1; got {factor!r}")
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min'; got {mode!r}")
+        self.start = float(start)
+        self.factor = float(factor)
+        self.max_alternations = _count(max_alternations, "max_alternations", 1, allow_none=False)
+        self.monitor = monitor
+        self.mode = mode
+        self.restore_best = bool(restore_best)
+        self.step = 0
+        self.alternations = 0
+        self.records: list[dict[str, Any]] = []
+        self.best_index = -1
+        self.best_state: Optional[dict[str, Tensor]] = None
+
+    def multiplier(self, step: int) -> float:
+        return min(1.0, self.start * self.factor**step)
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not isinstance(pl_module, LabelSwitchingModule):
+            raise TypeError(
+                f"LabelSwitchingAnnealing needs a LabelSwitchingModule; got {type(pl_module).__name__}"
+            )
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        assert isinstance(pl_module, LabelSwitchingModule)
+        value = pl_module.final_value("Cu") * self.multiplier(self.step) if pl_module.switching else 0.0
+        pl_module.set_current("Cu", value)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        assert isinstance(pl_module, LabelSwitchingModule)
+        if not pl_module.switching:
+            return
+        self.alternations += 1
+        done = (
+            pl_module.last_switches == 0
+            or pl_module.last_budget_exhausted
+            or self.alternations >= self.max_alternations
+        )
+        if not done:
+            return
+        metric = trainer.callback_metrics.get(self.monitor) if self.monitor else None
+        value = None if metric is None else float(metric)
+        self.records.append(
+            {"step": self.step, "Cu": pl_module.current("Cu"), "epoch": trainer.current_epoch,
+             "alternations": self.alternations, "monitor": value}
+        )
+        if value is not None:
+            best = None if self.best_index < 0 else self.records[self.best_index]["monitor"]
+            if best is None or (value > best if self.mode == "max" else value < best):
+                self.best_index = len(self.records) - 1
+                self.best_state = {k: v.detach().clone() for k, v in pl_module.scorer.state_dict().items()}
+        final = self.multiplier(self.step) >= 1.0
+        self.step += 1
+        self.alternations = 0
+        if final:
+            trainer.should_stop = True
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.restore_best and self.best_state is not None:
+            pl_module.scorer.load_state_dict(self.best_state)
+
+    @property
+    def best(self) -> Optional[dict[str, Any]]:
+        """The record of the selected ``Cu`` step (None before any)."""
+        return None if self.best_index < 0 else self.records[self.best_index]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start, "factor": self.factor, "max_alternations": self.max_alternations,
+            "step": self.step, "alternations": self.alternations,
+            "records": copy.deepcopy(self.records), "best_index": self.best_index,
+            "best_state": self.best_state,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        config = {k: state_dict[k] for k in ("start", "factor", "max_alternations")}
+        mine = {"start": self.start, "factor": self.factor, "max_alternations": self.max_alternations}
+        if config != mine:
+            raise ValueError(
+                "the checkpoint's LabelSwitchingAnnealing schedule must match this one to resume "
+                f"exactly; checkpoint {config}, configured {mine}"
+            )
+        self.step = int(state_dict["step"])
+        self.alternations = int(state_dict["alternations"])
+        self.records = copy.deepcopy(state_dict["records"])
+        self.best_index = int(state_dict["best_index"])
+        self.best_state = state_dict["best_state"]

@@ -1,0 +1,323 @@
+"""Gamma-SSVM by CCCP: DC terms against brute force, Lemma 1, monotone outer steps, the module
+end to end through the CLI on a small citation fixture, and argument errors."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import random
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import torch
+
+from structssl.constraints import (
+    AllowedFirst,
+    ConsecutiveFields,
+    ConstraintSet,
+    PunctuationTransitions,
+    WordLabels,
+)
+from structssl.losses import StructuredHingeLoss
+from structssl.losses.gamma import NodeFeatures
+from structssl.structures import LinearChain
+from structssl.training.cccp import CCCPModule, gamma_dc_terms, lemma1_gap
+
+D = torch.float64
+LABELS = ["a", "b", "c"]
+C = 3
+VOCAB = ["x", "y", ",", "ca", "."]
+
+
+def constraint_set() -> ConstraintSet:
+    return ConstraintSet(
+        [
+            PunctuationTransitions(punctuation=[",", "."]),
+            WordLabels(labels=["c"], words=["ca"]),
+            AllowedFirst(["a"]),
+            ConsecutiveFields(),
+        ],
+        labels=LABELS,
+    )
+
+
+def tokens_for(b: int, n: int, seed: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    return [[rng.choice(VOCAB) for _ in range(n)] for _ in range(b)]
+
+
+def all_labelings(n: int) -> torch.Tensor:
+    return torch.tensor(list(itertools.product(range(C), repeat=n)), dtype=torch.long).view(-1, n)
+
+
+def setup_case(seed: int, b: int = 3, n: int = 4):
+    torch.manual_seed(seed)
+    cset = constraint_set()
+    tokens = tokens_for(b, n, seed)
+    lengths = torch.tensor([n] + [max(1, n - i) for i in range(1, b)])
+    features = cset.indicator_features(tokens, lengths, C, dtype=D)
+    nonlinear = cset.nonlinear_indicators()
+    d = features.num_constraints + len(nonlinear)
+    pot = torch.randn(b, n, C, C, dtype=D)
+    v = torch.rand(b, d, dtype=D) * 2 - 0.5
+    return cset, tokens, lengths, features, nonlinear, pot, v
+
+
+def brute(cset, structure, pot, lengths, tokens, i):
+    n = pot.shape[1]
+    ln = int(lengths[i])
+    ys = all_labelings(ln)
+    full = torch.zeros(len(ys), n, dtype=torch.long)
+    full[:, :ln] = ys
+    lens = torch.full((len(ys),), ln)
+    scores = structure.score(pot[i : i + 1].expand(len(ys), -1, -1, -1), full, lens)
+    phi = cset.indicators(full, lens, [tokens[i]] * len(ys)).to(D)
+    return full, scores, phi
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dc_terms_match_brute_force(seed):
+    cset, tokens, lengths, features, nonlinear, pot, v = setup_case(seed)
+    structure = LinearChain(C)
+    mu = 1.3
+    terms = gamma_dc_terms(structure, pot, lengths, v, mu, features, nonlinear, tokens, search_k=C**4)
+    assert not bool(terms.uncertified.any())
+    n = pot.shape[1]
+    for i in range(pot.shape[0]):
+        full, scores, phi = brute(cset, structure, pot, lengths, tokens, i)
+        # pad phi to the batch layout (per-position dims of padded positions are 1)
+        ln = int(lengths[i])
+        vi = v[i]
+        # batch layout: [punct N | words N | first 1 | consecutive 1]; brute phi has the same
+        # layout because indicators() pads positions with 1
+        assert phi.shape[1] == vi.shape[0], (phi.shape, vi.shape, ln, n)
+        sq = (phi * phi).sum(1)
+        convex = (scores - mu / 2 * (phi * vi).sum(1) + mu / 4 * sq).max()
+        concave = (scores + mu / 2 * (phi * vi).sum(1) - mu / 4 * sq).max()
+        torch.testing.assert_close(terms.convex[i], convex)
+        torch.testing.assert_close(terms.concave[i], -concave)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_lemma1_bound_holds(seed):
+    cset, tokens, lengths, features, nonlinear, pot, v = setup_case(seed, b=4, n=4)
+    gap = lemma1_gap(LinearChain(C), pot, lengths, v, 0.7 + seed, features, nonlinear, tokens, search_k=C**4)
+    assert bool((gap >= -1e-9).all()), gap
+
+
+def test_lemma1_bound_holds_labeling_formulation():
+    torch.manual_seed(4)
+    pot = torch.randn(5, 4, C, C, dtype=D)
+    lengths = torch.tensor([4, 3, 2, 4, 1])
+    v = torch.rand(5, 4 * C, dtype=D) * 3 - 1
+    gap = lemma1_gap(LinearChain(C), pot, lengths, v, 2.0, NodeFeatures())
+    assert bool((gap >= -1e-9).all()), gap
+
+
+def _objective(structure, w, x, labels_l, x_u, lengths_u, tokens_u, features, nonlinear, v, mu, c1, c2, at=None):
+    """J (paper eq. 13 / n, v = 1 fixed) of a tiny linear model: unary = x @ w."""
+    pot_l = LinearChain.potentials_from(x @ w)
+    hinge = StructuredHingeLoss()(structure, pot_l, labels_l)
+    pot_u = LinearChain.potentials_from(x_u @ w)
+    terms = gamma_dc_terms(structure, pot_u, lengths_u, v, mu, features, nonlinear, tokens_u, at, search_k=C**3)
+    n = x.shape[0]
+    return (w * w).sum() / (2 * n) + c1 / n * hinge + c2 / n * terms.bracket().mean(), terms
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_cccp_outer_step_never_increases_objective(seed):
+    torch.manual_seed(seed)
+    structure = LinearChain(C)
+    n, f = 3, 5
+    x = torch.randn(3, n, f, dtype=D)
+    labels_l = torch.randint(C, (3, n))
+    x_u = torch.randn(4, n, f, dtype=D)
+    lengths_u = torch.full((4,), n)
+    tokens_u = tokens_for(4, n, seed + 10)
+    cset = constraint_set()
+    features = cset.indicator_features(tokens_u, lengths_u, C, dtype=D)
+    nonlinear = cset.nonlinear_indicators()
+    v = torch.ones(4, features.num_constraints + len(nonlinear), dtype=D)
+    w = (torch.randn(f, C, dtype=D) * 0.5).requires_grad_()
+    mu, c1, c2 = 2.0, 1.0, 3.0
+    for _ in range(2):  # two outer iterations
+        with torch.no_grad():
+            j0, terms0 = _objective(structure, w, x, labels_l, x_u, lengths_u, tokens_u, features, nonlinear, v, mu, c1, c2)
+        guided = terms0.guided
+        bound0, _ = _objective(structure, w, x, labels_l, x_u, lengths_u, tokens_u, features, nonlinear, v, mu, c1, c2, at=guided)
+        torch.testing.assert_close(bound0.detach(), j0)  # the bound is tight at w_t
+        opt = torch.optim.SGD([w], lr=0.05)
+        best, best_w = float(bound0.detach()), w.detach().clone()
+        for _ in range(25):
+            opt.zero_grad()
+            bound, _ = _objective(structure, w, x, labels_l, x_u, lengths_u, tokens_u, features, nonlinear, v, mu, c1, c2, at=guided)
+            if float(bound.detach()) < best:
+                best, best_w = float(bound.detach()), w.detach().clone()
+            bound.backward()
+            opt.step()
+        with torch.no_grad():
+            w.copy_(best_w)
+            j1, _ = _objective(structure, w, x, labels_l, x_u, lengths_u, tokens_u, features, nonlinear, v, mu, c1, c2)
+        assert float(j1) <= best + 1e-9 <= float(j0) + 1e-9
+
+
+# ---------------------------------------------------------------------- the module end to end
+FIELDS = {
+    "author": ["smith", "jones", "lee"],
+    "title": ["learning", "structured", "models"],
+    "journal": ["journal", "machine", "research"],
+    "date": ["1999", "2003"],
+}
+
+
+def _citation(rng: random.Random) -> list[tuple[str, str]]:
+    out = []
+    for field in ("author", "title", "journal", "date"):
+        for _ in range(rng.randint(1, 3)):
+            out.append((rng.choice(FIELDS[field]), field))
+        out.append((".", field) if field != "date" else (".", "date"))
+    return out
+
+
+def _write(path: Path, cites: list[list[tuple[str, str]]], gz: bool = False) -> None:
+    lines = []
+    for cite in cites:
+        for tok, lab in cite:
+            lines.append(f"{tok}\t{lab}\t{tok}|p|n|false|false|false|NN")
+        lines.append("")
+    text = "\n".join(lines) + "\n"
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture()
+def citation_dir(tmp_path: Path) -> Path:
+    rng = random.Random(0)
+    root = tmp_path / "citations_cora"
+    root.mkdir()
+    for k in range(5):
+        _write(root / f"citation_train.25.{k}.txt", [_citation(rng) for _ in range(8)])
+    _write(root / "citation_train.300.txt", [_citation(rng) for _ in range(12)])
+    _write(root / "citation_dev.txt", [_citation(rng) for _ in range(4)])
+    _write(root / "citation_test.txt", [_citation(rng) for _ in range(4)])
+    _write(root / "citation_unlabeled.txt.gz", [_citation(rng) for _ in range(10)], gz=True)
+    return tmp_path
+
+
+@pytest.fixture()
+def _isolate(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr("sys.argv", ["structssl"])
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gamma_ssvm_citations.yaml"
+
+
+@pytest.mark.filterwarnings(r"ignore:.*isinstance\(treespec, LeafSpec\)` is deprecated.*:FutureWarning")
+@pytest.mark.filterwarnings("ignore:.*does not have many workers.*")
+@pytest.mark.filterwarnings("ignore:.*The number of training batches.*")
+@pytest.mark.parametrize("extra", [False, True])
+def test_cli_fit_on_citation_fixture(citation_dir: Path, tmp_path: Path, _isolate, extra: bool):
+    from structssl.cli import cli_main
+
+    args = [
+        "fit", f"--config={CONFIG}", f"--data.init_args.data_dir={citation_dir}",
+        "--trainer.max_epochs=4", f"--trainer.default_root_dir={tmp_path / 'run'}",
+        "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+        "--model.init_args.supervised_epochs=1", "--model.init_args.inner_epochs=1",
+        "--model.init_args.steps_per_batch=3", "--model.init_args.tol=null",
+        f"--model.init_args.extra_features={str(extra).lower()}",
+    ]
+    cli = cli_main(args)
+    model = cli.model
+    assert isinstance(model, CCCPModule)
+    assert cli.trainer.state.finished
+    assert len(model.cccp_objectives) == 3  # epochs 1, 2, 3 each start an outer iteration
+    assert "test/token_accuracy" in cli.trainer.callback_metrics
+
+
+@pytest.mark.filterwarnings(r"ignore:.*isinstance\(treespec, LeafSpec\)` is deprecated.*:FutureWarning")
+@pytest.mark.filterwarnings("ignore:.*does not have many workers.*")
+@pytest.mark.filterwarnings("ignore:.*The number of training batches.*")
+def test_labeling_formulation_parameter_mode_trains(tmp_path: Path):
+    import pytorch_lightning as pl
+
+    from structssl.data.datamodule import SyntheticHMMDataModule
+    from structssl.scorers import LinearChainScorer
+
+    class Indexed(SyntheticHMMDataModule):
+        def build(self):
+            splits = super().build()
+            for name, examples in splits.items():
+                for i, ex in enumerate(examples):
+                    ex["index"] = torch.tensor(i)
+            return splits
+
+    pl.seed_everything(0)
+    dm = Indexed(num_train=20, num_labeled=10, num_dev=5, num_test=5, num_states=3, length=5, dim=4)
+    model = CCCPModule(
+        LinearChain(3), LinearChainScorer(3, input_dim=4), formulation="labeling", C1=0.0, C2=5.0,
+        mu=1.0, v_mode="parameter", v_init="prediction", max_length=5, inner_epochs=2,
+        optimizer="adam", lr=0.05, steps_per_batch=5, tol=None,
+    )
+    trainer = pl.Trainer(
+        max_epochs=4, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path),
+    )
+    trainer.fit(model, datamodule=dm)
+    assert len(model.cccp_objectives) == 2
+    assert model.v_store["node"].shape == (10, 15)
+
+
+def test_closed_form_condition_checked():
+    model = CCCPModule(LinearChain(3), torch.nn.Linear(1, 1), constraints=constraint_set(), mu=50.0, num_labeled=2, num_unlabeled=10)
+
+    class _T:
+        datamodule = None
+
+    with pytest.raises(ValueError, match="exact only for mu <= gamma_weight"):
+        model._trainer = type("T", (), {"datamodule": type("DM", (), {"num_labeled_examples": 2, "num_unlabeled_examples": 10, "label_names": LABELS, "num_labels": 3})()})()
+        model.setup("fit")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(constraints=None), ValueError, "constraints must be given"),
+        (dict(formulation="other"), ValueError, "formulation must be"),
+        (dict(C2=0.0), ValueError, "C2 must be a number > 0"),
+        (dict(mu=-1.0), ValueError, "mu must be a number > 0"),
+        (dict(C1=-1.0), ValueError, "C1 must be a number >= 0"),
+        (dict(inner_epochs=0), ValueError, "inner_epochs must be an int >= 1"),
+        (dict(v_mode="x"), ValueError, "v_mode must be"),
+        (dict(v_init="prediction"), ValueError, "v_init='prediction' needs v_mode='parameter'"),
+        (dict(constraints="x"), TypeError, "constraints must be a ConstraintSet"),
+    ],
+)
+def test_bad_arguments(kwargs, error, match):
+    base = dict(constraints=constraint_set())
+    base.update(kwargs)
+    with pytest.raises(error, match=match):
+        CCCPModule(LinearChain(3), torch.nn.Linear(1, 1), **base)
+
+
+def test_corpus_constraints_rejected():
+    from structssl.constraints import LabelProportion
+
+    cset = ConstraintSet([LabelProportion("a", 0.3)], labels=LABELS)
+    with pytest.raises(NotImplementedError, match="corpus-level ones"):
+        CCCPModule(LinearChain(3), torch.nn.Linear(1, 1), constraints=cset)
+
+
+def test_gamma_dc_terms_errors():
+    cset, tokens, lengths, features, nonlinear, pot, v = setup_case(0)
+    with pytest.raises(ValueError, match="mu must be > 0"):
+        gamma_dc_terms(LinearChain(C), pot, lengths, v, 0.0, features, nonlinear, tokens)
+    with pytest.raises(ValueError, match="v must have shape"):
+        gamma_dc_terms(LinearChain(C), pot, lengths, v[:, :-1], 1.0, features, nonlinear, tokens)

@@ -1,0 +1,307 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from structssl.constraints import (
+    AllowedFirst,
+    AtMostOnce,
+    ConsecutiveFields,
+    ConstraintSet,
+    LabelProportion,
+    TransitionFraction,
+    WordLabels,
+)
+from structssl.data.datamodule import SemiSupervisedDataModule
+from structssl.inference.label_switching import (
+    SymbolProportion,
+    _ChainEvaluator,
+    _GenericEvaluator,
+    _Terms,
+    label_switching,
+    leaf_rule_switching,
+    switching_objective,
+    unlabeled_hinge,
+)
+from structssl.scorers.chain import LinearChainScorer
+from structssl.structures.cky import CKY
+from structssl.structures.linear_chain import LinearChain
+from structssl.training.label_switching import LabelSwitchingAnnealing, LabelSwitchingModule
+
+NAMES = ["a", "b", "c"]
+WORDS = ["x", "y", ",", "z"]
+
+
+def _constraints(hard: bool = True) -> ConstraintSet:
+    cons = [
+        AtMostOnce("a", weight=2.0),
+        WordLabels(words=["x"], labels=["b"]),
+        ConsecutiveFields(),
+        LabelProportion("a", 0.3),
+        TransitionFraction(0.1),
+    ]
+    if hard:
+        cons.append(AllowedFirst(["a", "b"], hard=True))
+    return ConstraintSet(cons, labels=NAMES)
+
+
+def _problem(seed: int, b: int, n: int, c: int = 3):
+    g = torch.Generator().manual_seed(seed)
+    pot = torch.randn(b, n, c, c, generator=g, dtype=torch.float64)
+    lengths = torch.randint(1, n + 1, (b,), generator=g)
+    lengths[0] = n
+    tokens = [[WORDS[int(i)] for i in torch.randint(0, 4, (n,), generator=g)] for _ in range(b)]
+    labels = torch.randint(0, c, (b, n), generator=g) * (torch.arange(n) < lengths[:, None])
+    return pot, lengths, tokens, labels
+
+
+def test_chain_candidates_match_explicit_evaluation():
+    pot, lengths, tokens, labels = _problem(0, 4, 5)
+    terms = _Terms(_constraints(), tokens)
+    chain = _ChainEvaluator(pot, lengths, terms, 1.0)
+    generic = _GenericEvaluator(LinearChain(3), pot, lengths, terms, 1.0, 3, "hamming")
+    state = {"counts": terms.counts(labels, lengths)}
+    chain.refresh(labels, state, torch.arange(4))
+    idx = torch.arange(4)
+    m = torch.minimum(torch.tensor([4, 2, 0, 3]), lengths - 1)
+    h1, c1 = chain.step(labels, idx, m, state)
+    h2, c2 = generic.step(labels, idx, m, state)
+    assert torch.allclose(h1, h2, atol=1e-9)
+    assert torch.allclose(c1, c2)
+
+
+def test_unlabeled_hinge_matches_brute_force():
+    pot, lengths, _, labels = _problem(1, 2, 3)
+    lengths = torch.tensor([3, 3])
+    hinge = unlabeled_hinge(LinearChain(3), pot, labels, lengths)
+    for i in range(2):
+        best = max(
+            float(LinearChain(3).score(pot[i : i + 1], torch.tensor([y])))
+            + sum(a != b for a, b in zip(y, labels[i].tolist()))
+            for y in itertools.product(range(3), repeat=3)
+        )
+        own = float(LinearChain(3).score(pot[i : i + 1], labels[i : i + 1]))
+        assert abs(float(hinge[i]) - (best - own)) < 1e-9
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    b=st.integers(1, 4),
+    n=st.integers(1, 5),
+    cu=st.sampled_from([0.0, 0.3, 1.0]),
+    block=st.sampled_from([1, 2, None]),
+    method=st.sampled_from(["chain", "generic"]),
+)
+def test_switching_never_increases_objective_nor_violates_hard(seed, b, n, cu, block, method):
+    torch.set_default_dtype(torch.float64)
+    try:
+        pot, lengths, tokens, labels = _problem(seed, b, n)
+        cs = _constraints()
+        labels[:, 0] = 0  # satisfies the hard AllowedFirst(a, b)
+        structure = LinearChain(3)
+        before, hard0 = switching_objective(structure, pot, labels, lengths, cs, tokens, cu)
+        assert float(hard0) == 0
+        out = label_switching(
+            structure, pot, labels, lengths, cs, tokens, cu, block_size=block, method=method,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        after, hard = switching_objective(structure, pot, out.labels, lengths, cs, tokens, cu)
+        assert float(after) <= float(before) + 1e-9
+        assert abs(out.objective - float(after)) < 1e-6
+        assert abs(out.initial_objective - float(before)) < 1e-6
+        assert float(hard) == 0 and out.hard_violations == 0
+        assert not bool(cs.hard_violated(out.labels, lengths, tokens).any())
+        assert out.switches == sum(out.switches_per_pass)
+        assert torch.equal(out.labels * (torch.arange(n) < lengths[:, None]), out.labels)
+        if out.switches_per_pass and out.switches_per_pass[-1] == 0:  # a local optimum
+            again = label_switching(structure, pot, out.labels, lengths, cs, tokens, cu, max_passes=1)
+            assert again.switches == 0
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000), target=st.floats(0.0, 1.0), block=st.sampled_from([1, None]))
+def test_corpus_proportions_only_reach_the_brute_force_optimum(seed, target, block):
+    torch.set_default_dtype(torch.float64)
+    try:
+        b, n, c = 2, 3, 3
+        pot, _, _, labels = _problem(seed, b, n, c)
+        lengths = torch.tensor([3, 2])
+        labels = labels * (torch.arange(n) < lengths[:, None])
+        cs = ConstraintSet(
+            [LabelProportion("a", target), LabelProportion("b", 1.0 - target, bound="le")],
+            labels=NAMES,
+        )
+        out = label_switching(
+            LinearChain(c), pot, labels, lengths, cs, None, cu=0.0, block_size=block,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        best = float("inf")
+        for y in itertools.product(range(c), repeat=5):
+            cand = torch.tensor([[y[0], y[1], y[2]], [y[3], y[4], 0]])
+            best = min(best, float(cs.penalty(cand, lengths)))
+        assert abs(out.objective - best) < 1e-9
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_switch_budget_is_respected():
+    pot, lengths, tokens, labels = _problem(3, 4, 5)
+    out = label_switching(LinearChain(3), pot, labels, lengths, _constraints(False), tokens, 1.0, max_switches=2)
+    assert out.switches <= 2
+    assert out.budget_exhausted or out.switches < 2
+
+
+def test_label_switching_errors():
+    pot, lengths, tokens, labels = _problem(4, 2, 3)
+    structure = LinearChain(3)
+    with pytest.raises(ValueError, match="cu must be a finite float >= 0"):
+        label_switching(structure, pot, labels, lengths, cu=-1.0)
+    with pytest.raises(ValueError, match="max_passes must be an int >= 1"):
+        label_switching(structure, pot, labels, lengths, max_passes=0)
+    with pytest.raises(ValueError, match="block_size must be an int >= 1 or None"):
+        label_switching(structure, pot, labels, lengths, block_size=0)
+    with pytest.raises(ValueError, match="method must be one of"):
+        label_switching(structure, pot, labels, lengths, method="fast")
+    with pytest.raises(ValueError, match=r"labels must have shape \(B, N\)"):
+        label_switching(structure, pot, labels[0], lengths)
+    with pytest.raises(ValueError, match="tokens must hold B = 2 token lists"):
+        label_switching(structure, pot, labels, lengths, tokens=tokens[:1])
+    with pytest.raises(NotImplementedError, match="hard corpus-level constraints"):
+        cs = ConstraintSet([LabelProportion("a", 0.3, hard=True)], labels=NAMES)
+        label_switching(structure, pot, labels, lengths, cs)
+    with pytest.raises(ValueError, match="is not bound to a label list"):
+        label_switching(structure, pot, labels, lengths, ConstraintSet([AtMostOnce("a")]))
+
+
+# ---------------------------------------------------------------------------------- trees
+def _tree_problem(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    b, n, nt = 3, 4, 3
+    terms = torch.randn(b, n, nt, generator=g, dtype=torch.float64)
+    rules = torch.randn(nt, nt, nt, generator=g, dtype=torch.float64)
+    pot = CKY.potentials_from(terms, rules)
+    lengths = torch.tensor([4, 3, 1])
+    return pot, lengths
+
+
+@pytest.mark.parametrize("cost", ["zero_one", "hamming"])
+def test_leaf_rule_switching_never_increases_objective(cost):
+    torch.set_default_dtype(torch.float64)
+    try:
+        pot, lengths = _tree_problem(0)
+        structure = CKY(3)
+        labels, _ = structure.argmax(pot, lengths)
+        cons = [SymbolProportion([1], 0.8, nodes="internal", weight=5.0)]
+        before, _ = switching_objective(structure, pot, labels, lengths, cons, None, 0.1, cost)
+        out = leaf_rule_switching(structure, pot, labels, lengths, cons, 0.1, num_trials=6, cost=cost)
+        after, _ = switching_objective(structure, pot, out.labels, lengths, cons, None, 0.1, cost)
+        assert float(after) <= float(before) + 1e-9
+        assert abs(out.objective - float(after)) < 1e-6
+        structure.check_labels(out.labels, lengths)  # valid trees
+        assert len(out.switches_per_pass) == 6
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_symbol_proportion_counts_and_errors():
+    labels = torch.tensor([[[0, 1, 2], [0, 0, 1], [1, 1, 2]]])
+    sp = SymbolProportion([2], 0.5, nodes="all")
+    assert sp.counts(labels, torch.tensor([2])).tolist() == [[2.0, 3.0]]
+    assert SymbolProportion([2], 0.5).counts(labels, torch.tensor([2])).tolist() == [[1.0, 1.0]]
+    assert abs(float(sp.penalty_from_counts(torch.tensor([2.0, 3.0]))) - (2 / 3 - 0.5)) < 1e-6
+    assert float(SymbolProportion([2], 0.5, bound="le").violation_from_counts(torch.tensor([1.0, 4.0]))) == 0
+    with pytest.raises(ValueError, match=r"target must be a proportion in \[0, 1\]"):
+        SymbolProportion([1], 1.5)
+    with pytest.raises(ValueError, match="symbols must be a non-empty list"):
+        SymbolProportion([], 0.5)
+    with pytest.raises(ValueError, match="bound must be one of"):
+        SymbolProportion([1], 0.5, bound="gt")
+    with pytest.raises(ValueError, match="nodes must be one of"):
+        SymbolProportion([1], 0.5, nodes="roots")
+    with pytest.raises(ValueError, match=r"labels must have shape \(B, 2N - 1, 3\)"):
+        sp.counts(labels[0], torch.tensor([2]))
+    with pytest.raises(ValueError, match="num_trials must be an int >= 1"):
+        pot, lengths = _tree_problem(1)
+        leaf_rule_switching(CKY(3), pot, CKY(3).argmax(pot, lengths)[0], lengths, num_trials=0)
+    with pytest.raises(TypeError, match="structure must be a CKY"):
+        leaf_rule_switching(LinearChain(3), pot, labels, lengths)
+
+
+# ---------------------------------------------------------------------------------- module
+class _TinyData(SemiSupervisedDataModule):
+    label_names = ("a", "b", "c")
+    num_labels = 3
+
+    def build(self):
+        g = torch.Generator().manual_seed(0)
+
+        def ex(i: int, labeled: bool):
+            n = 4 + i % 3
+            y = torch.randint(0, 3, (n,), generator=g)
+            x = torch.nn.functional.one_hot(y, 3).double() * 2 + 0.5 * torch.randn(n, 3, generator=g, dtype=torch.float64)
+            out = {"inputs": x.float(), "index": torch.tensor(i), "tokens": tuple("x" for _ in range(n))}
+            if labeled:
+                out["labels"] = y
+            return out
+
+        return {
+            "labeled": [ex(i, True) for i in range(4)],
+            "unlabeled": [ex(i, False) for i in range(12)],
+            "dev": [ex(i, True) for i in range(4)],
+            "test": [ex(i, True) for i in range(4)],
+        }
+
+
+def _fit(max_epochs: int, tmp_path, ckpt=None, save=False):
+    pl.seed_everything(0)
+    module = LabelSwitchingModule(
+        LinearChain(3), LinearChainScorer(3, input_dim=3, init_std=0.01),
+        constraints=ConstraintSet([AtMostOnce("a"), LabelProportion("b", 0.3)]),
+        C=1.0, supervised_epochs=1, max_passes=2, lbfgs_max_iter=3,
+    )
+    cb = LabelSwitchingAnnealing(start=0.25, factor=2.0, max_alternations=2, restore_best=False)
+    callbacks = [cb]
+    if save:
+        callbacks.append(pl.callbacks.ModelCheckpoint(dirpath=tmp_path, save_last=True, save_top_k=0))
+    trainer = pl.Trainer(
+        max_epochs=max_epochs, callbacks=callbacks, logger=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, enable_checkpointing=save,
+        accelerator="cpu",
+    )
+    trainer.fit(module, datamodule=_TinyData(), ckpt_path=ckpt)
+    return module, cb
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_module_anneals_and_resumes_from_checkpoint(tmp_path):
+    full, cb_full = _fit(4, tmp_path)
+    assert [h["Cu"] for h in full.history][:1] == [0.0]
+    assert all(h["Cu"] > 0 for h in full.history[1:])
+    assert cb_full.records and cb_full.records[0]["Cu"] == pytest.approx(0.25)
+    _fit(2, tmp_path, save=True)
+    resumed, cb_res = _fit(4, tmp_path, ckpt=str(tmp_path / "last.ckpt"))
+    assert cb_res.step == cb_full.step and cb_res.records == cb_full.records
+    assert float(resumed.current_Cu) == float(full.current_Cu)
+    assert torch.equal(resumed.pseudo_labels, full.pseudo_labels)
+    assert [h["switches"] for h in resumed.history] == [h["switches"] for h in full.history]
+
+
+def test_module_errors():
+    with pytest.raises(ValueError, match="supervised_epochs must be an int >= 0"):
+        LabelSwitchingModule(LinearChain(3), LinearChainScorer(3, input_dim=3), supervised_epochs=-1)
+    with pytest.raises(TypeError, match="constraints of a CKY structure must be SymbolProportion"):
+        LabelSwitchingModule(CKY(3), LinearChainScorer(3, input_dim=3), constraints=[AtMostOnce("a")])
+    with pytest.raises(ValueError, match=r"start must be in \(0, 1\]"):
+        LabelSwitchingAnnealing(start=0.0)
+    with pytest.raises(ValueError, match="factor must be > 1"):
+        LabelSwitchingAnnealing(factor=1.0)
+    with pytest.raises(ValueError, match="mode must be 'max' or 'min'"):
+        LabelSwitchingAnnealing(mode="best")
