@@ -4,6 +4,14 @@
 :class:`SupervisedModule`                any labeled loss (CRF NLL, hinge, nabla-SVM, ...)
 :class:`TransductiveModule`              nabla-TSVM: labeled nabla-SVM + C_u x unlabeled u
 :class:`CoTrainingModule`                nabla-coSVM: two views, peer pseudo-labels
+:class:`CCCPModule`                      Gamma-SSVM by the convex-concave procedure with
+                                         prior-knowledge constraints (seed 000)
+:class:`LabelSwitchingModule`            SSVM + greedy label switching under constraints,
+                                         C_u annealed by :class:`LabelSwitchingAnnealing`
+                                         (seed 003)
+:class:`CompositeLikelihoodModule`       composite likelihood + corpus-constrained dual
+                                         decomposition (seed 004); :class:`TSVMPlusModule`,
+                                         :class:`CoDLPlusModule` on the same inference
 :class:`GeometricAnnealing` and presets  ``CBarrier``, ``CuRamp``, ``GeometricCuSchedule``,
                                          ``RhoContinuation``
 =======================================  ===================================================
@@ -21,6 +29,14 @@ from structssl.training.callbacks import (
     GeometricCuSchedule,
     RhoContinuation,
 )
+from structssl.training.cccp import CCCPModule
+from structssl.training.composite import (
+    CoDLPlusModule,
+    CompositeLikelihoodModule,
+    ConstrainedSelfLabelingModule,
+    TSVMPlusModule,
+)
+from structssl.training.label_switching import LabelSwitchingAnnealing, LabelSwitchingModule
 from structssl.training.modules import (
     CoTrainingModule,
     ObjectiveTerms,
@@ -34,6 +50,13 @@ __all__ = [
     "SupervisedModule",
     "TransductiveModule",
     "CoTrainingModule",
+    "CCCPModule",
+    "LabelSwitchingModule",
+    "LabelSwitchingAnnealing",
+    "ConstrainedSelfLabelingModule",
+    "CompositeLikelihoodModule",
+    "TSVMPlusModule",
+    "CoDLPlusModule",
     "ObjectiveTerms",
     "GeometricAnnealing",
     "CBarrier",
