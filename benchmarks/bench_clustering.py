@@ -28,7 +28,10 @@ fitted over the sizes >= 20 (LP) and >= 10,000 (sequential; below that the fixed
 overhead of about 20 torch ops dominates). Sequential windows beyond the 3,000 generated
 messages get random cluster ids with the stream's cluster density.
 
-Usage: python benchmarks/bench_clustering.py [--quick] [--out PATH]
+Usage: python benchmarks/bench_clustering.py [--quick] [--folds N] [--out PATH] [--skip-timing]
+       [--obfuscation P] [--family-rate P] [--tag NAME]
+
+Partial results are written after every fold (header ``partial``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -67,6 +71,8 @@ COMPACT_T = 10
 STRATEGIES = ("sequential", "nabla", "compact", "pairwise")
 DECODERS = ("sequential", "lp", "greedy")
 S = SequentialClustering()
+COMPACT_EPS_PROX = (1e-2, 1e-1, 1.0)  # DAQP proximal weights tried in turn on OP 8.1
+COMPACT_FALLBACKS: list = []  # eps_prox values at which DAQP failed (then the next is tried)
 
 
 def train(strategy: str, feats_list, labels_list, C: float):
@@ -80,7 +86,13 @@ def train(strategy: str, feats_list, labels_list, C: float):
         step = max(1, len(chunks_f) // len(feats_list))
         chunks_f, chunks_l = chunks_f[::step][: len(feats_list)], chunks_l[::step][: len(feats_list)]
         x, y, n = collate_windows(chunks_f, chunks_l)
-        return CompactLPSVM(C=C, max_window=COMPACT_T).fit(x, y, n)
+        for eps_prox in COMPACT_EPS_PROX:  # DAQP reports no solution on some folds at 1e-2
+            try:
+                return CompactLPSVM(C=C, max_window=COMPACT_T, eps_prox=eps_prox).fit(x, y, n)
+            except RuntimeError as err:
+                print(f"  compact: {err} (eps_prox={eps_prox}); retrying", flush=True)
+                COMPACT_FALLBACKS.append(eps_prox)
+        raise RuntimeError(f"DAQP found no solution for OP 8.1 with eps_prox in {COMPACT_EPS_PROX}")
     x, y, n = collate_windows(feats_list, labels_list)
     model = {"sequential": SequentialSVM(C=C), "nabla": NablaSequentialSVM(C=C, epsilon=0.1, rho=10.0),
              "pairwise": PairwiseSVM(C=C)}[strategy]
@@ -95,11 +107,47 @@ def decode(decoder: str, sim: torch.Tensor) -> torch.Tensor:
     return greedy_agglomerative(sim)
 
 
-def accuracy_experiment(quick: bool, seed: int, records: list, raw: dict) -> dict:
+def _accuracy_records(T: int, loss: dict, wrong_after: dict, raw_wrong: dict, train_time: dict,
+                      decode_time: dict) -> list:
+    """The Figure 8.1 / 8.2 records of the folds done so far."""
+    out: list = []
+    n = len(next(iter(loss.values())))
+    if n == 0:
+        return out
+    task = f"synthetic_email/T={T}"
+    for (s, d), vals in loss.items():
+        out.append(record(
+            BENCH, task, f"structssl:{s}+{d}", "delta_total_per_message", statistics.mean(vals), "messages",
+            False, n, std=statistics.stdev(vals) if n > 1 else 0.0,
+            stderr=(statistics.stdev(vals) / math.sqrt(n)) if n > 1 else 0.0,
+            training=s, decoder=d,
+            paper_source="seed 001 Figure 8.1 (figure only, no numbers; claim: no significant "
+            "differences between training strategies or decoders)",
+        ))
+        out.append(record(BENCH, task, f"structssl:{s}+{d}", "wrong_edges_after_decoding",
+                          statistics.mean(wrong_after[s, d]), "edges", False, n,
+                          std=statistics.stdev(wrong_after[s, d]) if n > 1 else 0.0,
+                          training=s, decoder=d, paper_source="seed 001 Figure 8.2 (figure only)"))
+    for s in STRATEGIES:
+        out.append(record(BENCH, task, f"structssl:{s}", "wrong_edges_before_decoding",
+                          statistics.mean(raw_wrong[s]), "edges", False, n, training=s,
+                          paper_source="seed 001 Figure 8.2 (figure only)"))
+        out.append(record(BENCH, task, f"structssl:{s}", "training_time",
+                          statistics.median(train_time[s]), "s", False, n, training=s))
+    for d in DECODERS:
+        out.append(record(BENCH, task, f"structssl:{d}", "decoding_time_per_window",
+                          statistics.median(decode_time[d]), "s", False, len(decode_time[d]), decoder=d))
+    return out
+
+
+def accuracy_experiment(quick: bool, seed: int, records: list, raw: dict, folds: Optional[int] = None,
+                        checkpoint: Optional[Callable[[list], None]] = None,
+                        stream_args: Optional[dict] = None) -> dict:
+    """Figures 8.1 / 8.2; ``checkpoint(records_so_far)`` is called after every fold."""
     T = 30 if quick else 100
     num_train = 3 if quick else 9
-    folds = 2 if quick else 6
-    stream = synthetic_stream(800 if quick else 3000, seed=seed)
+    folds = folds or (2 if quick else 6)
+    stream = synthetic_stream(800 if quick else 3000, seed=seed, **(stream_args or {}))
     cv = cross_validation_windows(stream, size=T, num_train=num_train, max_batch_share=T // 2,
                                   num_tests=None, seed=seed)
     rng = np.random.default_rng(seed)
@@ -133,33 +181,12 @@ def accuracy_experiment(quick: bool, seed: int, records: list, raw: dict) -> dic
                 wrong_after[strategy, decoder].append(float(S.hamming(y_test, pred)))
         print(f"  fold {fold + 1}/{len(cv)}: " + ", ".join(
             f"{s}/{d}={loss[s, d][-1]:.3f}" for s in STRATEGIES for d in DECODERS), flush=True)
-    n = len(cv)
-    task = f"synthetic_email/T={T}"
-    for (s, d), vals in loss.items():
-        records.append(record(
-            BENCH, task, f"structssl:{s}+{d}", "delta_total_per_message", statistics.mean(vals), "messages",
-            False, n, std=statistics.stdev(vals) if n > 1 else 0.0,
-            stderr=(statistics.stdev(vals) / math.sqrt(n)) if n > 1 else 0.0,
-            training=s, decoder=d,
-            paper_source="seed 001 Figure 8.1 (figure only, no numbers; claim: no significant "
-            "differences between training strategies or decoders)",
-        ))
-        records.append(record(BENCH, task, f"structssl:{s}+{d}", "wrong_edges_after_decoding",
-                              statistics.mean(wrong_after[s, d]), "edges", False, n,
-                              std=statistics.stdev(wrong_after[s, d]) if n > 1 else 0.0,
-                              training=s, decoder=d, paper_source="seed 001 Figure 8.2 (figure only)"))
-    for s in STRATEGIES:
-        records.append(record(BENCH, task, f"structssl:{s}", "wrong_edges_before_decoding",
-                              statistics.mean(raw_wrong[s]), "edges", False, n, training=s,
-                              paper_source="seed 001 Figure 8.2 (figure only)"))
-        records.append(record(BENCH, task, f"structssl:{s}", "training_time",
-                              statistics.median(train_time[s]), "s", False, n, training=s))
-    for d in DECODERS:
-        records.append(record(BENCH, task, f"structssl:{d}", "decoding_time_per_window",
-                              statistics.median(decode_time[d]), "s", False, len(decode_time[d]), decoder=d))
-    raw["fig81"] = {"T": T, "folds": n, "loss": {f"{s}+{d}": v for (s, d), v in loss.items()}}
+        raw["fig81"] = {"T": T, "folds": fold + 1, "loss": {f"{s}+{d}": v for (s, d), v in loss.items()}}
+        if checkpoint is not None:
+            checkpoint(_accuracy_records(T, loss, wrong_after, raw_wrong, train_time, decode_time))
+    records.extend(_accuracy_records(T, loss, wrong_after, raw_wrong, train_time, decode_time))
     same_msgs = sum(len(w) for w in cv[0][0])
-    return {"T": T, "num_train_windows": num_train, "folds": n, "stream_messages": len(stream),
+    return {"T": T, "num_train_windows": num_train, "folds": len(cv), "stream_messages": len(stream),
             "compact_window": COMPACT_T, "train_messages_per_fold": same_msgs}
 
 
@@ -262,31 +289,57 @@ def plots(raw: dict, suffix: str) -> list[str]:
     return out
 
 
-def main() -> None:
+def main(argv: Optional[list[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small settings (about a minute)")
+    ap.add_argument("--folds", type=int, default=None,
+                    help="test windows of Figure 8.1 (default 6; quick: 2; the thesis: 153)")
     ap.add_argument("--out", default=None, help="JSON path (default results/clustering.json)")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    ap.add_argument("--obfuscation", type=float, default=None,
+                    help="synthetic_stream's word obfuscation rate of spam (default 0.05)")
+    ap.add_argument("--family-rate", type=float, default=None,
+                    help="synthetic_stream's share of sibling spam templates (default 0.5)")
+    ap.add_argument("--tag", default="",
+                    help="suffix of the output names (clustering_<tag>.json, *_<tag>.png)")
+    ap.add_argument("--skip-timing", action="store_true", help="Figure 8.1 / 8.2 only")
+    args = ap.parse_args(argv)
+    stream_args = {k: v for k, v in (("obfuscation", args.obfuscation),
+                                     ("family_rate", args.family_rate)) if v is not None}
     torch.set_num_threads(1)
     records: list = []
     raw: dict = {}
     t0 = time.perf_counter()
+    suffix = ("_quick" if args.quick else "") + (f"_{args.tag}" if args.tag else "")
+    default = RESULTS / f"clustering{suffix}.json"
+    out_path = Path(args.out) if args.out else default
+    mode = "quick" if args.quick else "full"
+
+    def checkpoint(extra: list, stage: str) -> None:  # partial results after every fold / size
+        head = header(torch.device("cpu"), mode, partial=stage, data="synthetic_stream (the thesis "
+                      "corpus is not public)", wall_s=round(time.perf_counter() - t0, 1))
+        write_results(BENCH, head, records + extra, out_path)
+
     print("Figure 8.1 / 8.2: training strategies x decoders", flush=True)
-    acc = accuracy_experiment(args.quick, args.seed, records, raw)
-    print("Figure 8.4: time to add one message", flush=True)
-    tim = timing_experiment(args.quick, args.seed, records, raw)
-    suffix = "_quick" if args.quick else ""
+    acc = accuracy_experiment(args.quick, args.seed, records, raw, folds=args.folds,
+                              checkpoint=lambda r: checkpoint(r, "figure 8.1 folds so far"),
+                              stream_args=stream_args)
+    checkpoint([], "figure 8.1 done, figure 8.4 running")
+    tim = None
+    if not args.skip_timing:
+        print("Figure 8.4: time to add one message", flush=True)
+        tim = timing_experiment(args.quick, args.seed, records, raw)
     pngs = plots(raw, suffix)
-    head = header(torch.device("cpu"), "quick" if args.quick else "full",
-                  data="synthetic_stream (the thesis corpus is not public)", accuracy=acc, timing=tim,
+    head = header(torch.device("cpu"), mode,
+                  data="synthetic_stream (the thesis corpus is not public)",
+                  stream_args=stream_args or "defaults (obfuscation 0.05, family_rate 0.5)", accuracy=acc, timing=tim,
                   C=1.0, nabla={"epsilon": 0.1, "rho": 10.0},
                   scaled_down="thesis: 153 test windows of 100 with 9 training windows each, 47 features, "
                   "CPLEX; here: " + f"{acc['folds']} test windows of {acc['T']}, {acc['num_train_windows']} "
                   f"training windows each, 18 features, DAQP/HiGHS; compact OP 8.1 on windows of {COMPACT_T}",
+                  compact_daqp_failures=COMPACT_FALLBACKS, compact_eps_prox_tried=list(COMPACT_EPS_PROX),
                   plots=[Path(p).name for p in pngs], wall_s=round(time.perf_counter() - t0, 1))
-    default = RESULTS / ("clustering_quick.json" if args.quick else "clustering.json")
-    path = write_results(BENCH, head, records, Path(args.out) if args.out else default)
+    path = write_results(BENCH, head, records, out_path)
     print(f"wrote {path} and {', '.join(pngs)} in {head['wall_s']} s")
 
 

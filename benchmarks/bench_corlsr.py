@@ -32,7 +32,10 @@ parameter chosen by resampling, on synthetic data: 100 labeled, 200 holdout), fi
 cubic for exact, linear for semi-parametric, flat for RLSR), and the distributed Algorithm 4.1
 (3 local processes, gloo) against the centralised closed form.
 
-Usage: python benchmarks/bench_corlsr.py [--quick] [--out PATH] [--no-plots]
+Usage: python benchmarks/bench_corlsr.py [--quick] [--runs N] [--curve-runs N] [--repeats N]
+       [--out PATH] [--no-plots]
+
+Partial results are written after every task and section (header ``partial``).
 """
 
 from __future__ import annotations
@@ -443,17 +446,38 @@ def main(argv: Optional[list[str]] = None) -> int:
                              "with --quick; plots go next to it, full mode only)")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", type=int, default=None,
+                        help="runs per task (default 20 as in the thesis; quick: 3); fewer runs "
+                             "are labelled in the header's protocol")
+    parser.add_argument("--curve-runs", type=int, default=None,
+                        help="evaluation draws per m of the unlabeled curve (default 10; quick: 3)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="timing repeats per m (default 5, at most 3 above m = 1000; quick: 1)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     quick = args.quick
     runs, folds = (3, 10) if quick else (20, 10)
+    runs = args.runs or runs
     curve_ms = [0, 100, 400] if quick else [0, 100, 250, 500, 1000, 2000, 4000]
     curve_tune, curve_runs = (2, 3) if quick else (3, 10)
+    curve_runs = args.curve_runs or curve_runs
     ms_exact = [0, 250, 500, 750] if quick else [0, 250, 500, 750, 1000, 1250, 1500, 2000]
     ms_semi = ms_exact + ([2000, 4000] if quick else [3000, 5000, 10000, 20000, 40000])
-    repeats = 1 if quick else 5  # 3 above m = 1000
+    repeats = args.repeats or (1 if quick else 5)  # at most 3 above m = 1000
     t0 = time.perf_counter()
     records: list[dict] = []
+    name = f"{BENCH}_quick" if quick else BENCH
+    out_path = args.out or RESULTS / f"{name}.json"
+    scaled = [] if quick or runs == 20 else [f"{runs} runs per task instead of the thesis's 20"]
+    if not quick and repeats != 5:
+        scaled.append(f"{repeats} timing repeats per m instead of 5")
+
+    def checkpoint(stage: str) -> None:
+        """Write the records so far (a cut-off run leaves usable partial results)."""
+        write_results(name, header(torch.device("cpu"), "quick" if quick else "full",
+                                   partial=stage, runs=runs,
+                                   seconds=round(time.perf_counter() - t0, 1)),
+                      records, out_path)
 
     tasks = load_tasks(quick)
     task_results: dict[str, dict[str, np.ndarray]] = {}
@@ -478,6 +502,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 folds_per_run=task.folds, lam=LAM if "corlsr" in m else None, task_note=task.note,
                 **extra,
             ))
+        checkpoint(f"task {task.name} done")
 
     # Wilcoxon across tasks (the thesis's test, on our tasks instead of its 32 UCI sets); one
     # family per attribute scaling, the synthetic tasks (unit-scale already) in both
@@ -515,7 +540,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not quick:
         print("ablation ...", flush=True)
         zdiab = next(t for t in tasks if t.name == "zscored/diabetes")
-        records.extend(ablation(zdiab, 5, folds, args.seed + 5))
+        records.extend(ablation(zdiab, min(5, runs), folds, args.seed + 5))
+        checkpoint("ablation done")
 
     print("unlabeled curve ...", flush=True)
     curve = unlabeled_curve(curve_ms, curve_tune, curve_runs, args.seed + 11)
@@ -531,6 +557,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                      f"{len(vals)} fresh ones",
             ))
 
+    checkpoint("unlabeled curve done")
     print("timing ...", flush=True)
     timing_res = timing(ms_exact, ms_semi, repeats, args.seed + 23)
     fits = {}
@@ -555,17 +582,16 @@ def main(argv: Optional[list[str]] = None) -> int:
                               "loglog_slope_upper_half", slope, "", False, repeats, **extra))
         print(f"  {meth}: log-log slope {slope:.2f}", flush=True)
 
+    checkpoint("timing done")
     print("distributed ...", flush=True)
     records.extend(distributed_check(args.seed + 31, quick))
 
-    name = f"{BENCH}_quick" if quick else BENCH
-    out_path = args.out or RESULTS / f"{name}.json"
     written = []
     if not args.no_plots and not quick:
         written = plot_all(task_results, curve, timing_res, fits, out_path.parent)
     head = header(
         torch.device("cpu"), "quick" if quick else "full",
-        protocol=(f"inverse {folds}-fold CV (1 fold labeled, 9 folds unlabeled = holdout), "
+        protocol=("scaled: " + "; ".join(scaled) + "; " if scaled else "") + (f"inverse {folds}-fold CV (1 fold labeled, 9 folds unlabeled = holdout), "
                   f"{runs} runs with a fresh fold partition and random 2-view attribute split "
                   f"each (synthetic: natural views), lam={LAM}, thesis kernel/eta heuristics per "
                   "view from the labeled fold, targets centred on the labeled mean; real data "
@@ -573,8 +599,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         scaled_down=("the thesis's 32 UCI sets are replaced by the regression data bundled with "
                      "scikit-learn (diabetes, linnerud x3, derived wine/breast-cancer targets) and "
                      "synthetic two-view tasks; KDD Cup 98 (Table 4.2) is not available offline; "
-                     "the unlabeled curve is on synthetic data with 3 tuning and 10 evaluation "
-                     "draws instead of 25 + 25; exact coRLSR up to m=1000 there and m=2000 in "
+                     f"the unlabeled curve is on synthetic data with {curve_tune} tuning and {curve_runs} "
+                     "evaluation draws instead of 25 + 25; exact coRLSR up to m=1000 there and m=2000 in "
                      "the timing"),
         plots=written, seconds=round(time.perf_counter() - t0, 1),
     )

@@ -600,3 +600,91 @@ def test_training_and_data_errors():
         PairwiseFeatures()([])
     with pytest.raises(TypeError, match=r"messages\[0\] must be a Message"):
         PairwiseFeatures()(["hello"])
+
+
+# ------------------------------------------------------------------ command line
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "clustering"
+
+
+def test_cli_evaluates_and_clusters_synthetic(tmp_path, capsys):
+    import json
+
+    from structssl.clustering.cli import evaluate, main
+
+    out, clusters = tmp_path / "res.json", tmp_path / "clusters.txt"
+    assert main(["--num-messages", "120", "--window", "12", "--num-train", "2", "--folds", "2",
+                 "--strategy", "pairwise", "--out", str(out), "--cluster-out", str(clusters)]) == 0
+    res = json.loads(out.read_text())["results"]
+    assert set(res) == {"sequential", "lp", "greedy"}
+    for r in res.values():
+        assert len(r["folds"]) == 2 and 0.0 <= r["delta_total_per_message"]
+    direct = evaluate(synthetic_stream(120, seed=0), "pairwise", ["lp"], 12, 2, 2)
+    assert direct["lp"] == pytest.approx(res["lp"]["folds"])
+    lines = clusters.read_text().split()
+    assert len(lines) == 2 * 120  # "<name> <window>:<cluster>" per message
+    assert "Delta_total / T" in capsys.readouterr().out
+
+
+def test_cli_on_a_mail_folder_with_config(tmp_path):
+    from structssl.clustering.cli import main, parse_args
+
+    d = tmp_path / "mail"
+    d.mkdir()
+    batch_lines = []
+    for i in range(12):
+        kind = i % 3  # two batches and singletons, interleaved
+        if kind == 2:
+            sender, subj, batch = f"p{i}@home.org", f"note {i}", "-"
+            body = f"private words {i} x{i}"
+        else:
+            sender = f"offer{kind}@spam{kind}.biz"
+            subj, body, batch = f"offer {kind} now", f"buy cheap item {kind} today only", f"b{kind}"
+        (d / f"m{i:02d}.eml").write_bytes(
+            _eml(sender, subj, body, f"Mon, 01 Jan 2024 10:{i:02d}:00 +0000"))
+        batch_lines.append(f"m{i:02d}.eml {batch}")
+    batches = tmp_path / "batches.txt"
+    batches.write_text("\n".join(batch_lines) + "\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"data: mail\nmail: {d}\nbatches: {batches}\nwindow: 6\nnum_train: 2\n"
+                   "folds: 1\nstrategy: sequential\ndecoders: [sequential]\n")
+    assert parse_args(["--config", str(cfg), "--window", "4"]).window == 4
+    clusters = tmp_path / "out.txt"
+    assert main(["--config", str(cfg), "--cluster-out", str(clusters)]) == 0
+    rows = [line.split() for line in clusters.read_text().splitlines()]
+    assert [r[0] for r in rows] == [f"m{i:02d}.eml" for i in range(12)]
+
+
+def test_cli_errors(tmp_path, capsys):
+    from structssl.clustering.cli import main
+
+    assert main(["--data", "mail"]) == 2
+    assert "needs --mail" in capsys.readouterr().err
+    assert main(["--data", "mail", "--mail", str(tmp_path / "none")]) == 2
+    assert "no such mail folder" in capsys.readouterr().err
+    assert main(["--window", "1"]) == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("windows: 3\n")
+    with pytest.raises(SystemExit):
+        main(["--config", str(bad)])
+    assert "unknown option(s) ['windows']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_configs_parse(config):
+    from structssl.clustering.cli import parse_args
+
+    args = parse_args(["--config", str(config)])
+    assert args.strategy == "sequential" and args.window >= 50
+
+
+def test_cli_config_values_are_typed_and_checked(tmp_path, capsys):
+    from structssl.clustering.cli import parse_args
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("cluster_out: out.txt\nwindow: '12'\ndecoders: [lp]\n")
+    args = parse_args(["--config", str(cfg)])
+    assert args.cluster_out == Path("out.txt") and args.window == 12 and args.decoders == ["lp"]
+    cfg.write_text("strategy: iterative\n")
+    with pytest.raises(SystemExit):
+        parse_args(["--config", str(cfg)])
+    assert "strategy must be one of" in capsys.readouterr().err

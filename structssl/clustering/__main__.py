@@ -1,0 +1,8 @@
+"""``python -m structssl.clustering``: see :mod:`structssl.clustering.cli`."""
+
+import sys
+
+from structssl.clustering.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
