@@ -20,7 +20,15 @@ the number of labeled examples (50..200) for nabla-SVM, nabla-TSVM (5x unlabeled
 QP, all stopped by the same criterion (relative objective decrease < 1e-4 between checkpoints
 for the gradient methods; the QP's epsilon).
 
-Usage: python benchmarks/bench_qp_vs_nabla.py [--quick] [--out PATH]
+Timing: ``--clock wall`` (default) measures wall-clock seconds; ``--clock process`` measures the
+CPU seconds of this process (``time.process_time``), the fairer measure on a machine shared with
+other jobs (run with ``--threads 1`` and ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``). Time
+limits are in the same unit. ``--problems`` picks problems; ``--merge`` replaces only the rerun
+problems (and the thesis sweep, unless ``--no-thesis``) in an existing JSON and keeps the other
+rows; every problem records the commit, clock, threads and load average of its own run.
+
+Usage: python benchmarks/bench_qp_vs_nabla.py [--quick] [--out PATH] [--problems chain,conll,ocr]
+       [--no-thesis] [--merge] [--clock wall|process] [--threads N] [--time-limit S]
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ import numpy as np
 import torch
 
 from structssl.baselines import ChainFeatureMap, Clock, CuttingPlaneSSVM, hinge_objective
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from structssl.baselines.perceptron import StructuredPerceptron
 from structssl.baselines.synthetic import hmm_chain
 from structssl.losses import NablaSVMLoss, NablaTSVMLoss, StructuredHingeLoss
@@ -203,8 +213,13 @@ def run_lbfgs(
                 stopped_by = "rel_change"
                 break
             prev = val
-            if clock.elapsed() > time_limit or len(snaps) >= max_steps:
+            if clock.elapsed() > time_limit:
+                stopped_by = "time_limit"
                 break
+            if len(snaps) >= max_steps:
+                break
+        if stopped_by == "time_limit":
+            break
     return snaps, {"function_evaluations": evals, "fit_time_s": clock.elapsed(), "stopped_by": stopped_by}
 
 
@@ -263,8 +278,8 @@ def time_to(curve: list[tuple[float, float]], target: float) -> Optional[float]:
     return None
 
 
-def compare(p: Problem, quick: bool) -> dict:
-    tl = 20.0 if quick else 90.0
+def compare(p: Problem, quick: bool, time_limit: Optional[float] = None) -> dict:
+    tl = time_limit if time_limit is not None else (20.0 if quick else 90.0)
     big = p.fmap.dim > 5000
     methods: dict[str, Callable[[], tuple[Snapshots, dict]]] = {
         "qp_1slack": lambda: run_qp(p, "one_slack", 1e-3, tl),
@@ -301,7 +316,7 @@ def compare(p: Problem, quick: bool) -> dict:
         "problem": p.name, "note": p.note, "C": p.C, "dim": p.fmap.dim,
         "num_train": int(p.ytr.shape[0]), "num_test": int(p.yte.shape[0]),
         "best_objective": best, "speedup_0.1pct_lbfgs_vs_1slack": speedup,
-        "methods": results,
+        "time_limit_s": tl, "methods": results,
     }
 
 
@@ -352,9 +367,11 @@ def plot(result: dict, thesis: Optional[dict], out_dir: Path) -> list[str]:
             ax.loglog(t, v, label=name, marker=".", markersize=3)
         ax.axhline(1e-2, color="grey", lw=0.5, ls="--")
         ax.axhline(1e-3, color="grey", lw=0.5, ls=":")
-        ax.set_xlabel("wall clock (s, CPU)")
+        clock = prob.get("run", {}).get("clock", "wall")
+        ax.set_xlabel("wall clock (s, CPU)" if clock == "wall" else "CPU time of the process (s)")
         ax.set_ylabel("(P(w) - P*) / P*")
-        ax.set_title(f"{prob['problem']}: C={prob['C']}, n={prob['num_train']}, d={prob['dim']}")
+        ax.set_title(f"{prob['problem']}: C={prob['C']}, n={prob['num_train']}, d={prob['dim']} "
+                     f"(run {prob.get('run', {}).get('git_commit', '87a5a61')})", fontsize=9)
         ax.legend(fontsize=7)
         fig.tight_layout()
         path = out_dir / f"qp_vs_nabla_{prob['problem']}.png"
@@ -369,7 +386,8 @@ def plot(result: dict, thesis: Optional[dict], out_dir: Path) -> list[str]:
                            ("nabla_tsvm_s", "nabla-TSVM (+5x unlabeled)")):
             ax.plot(ns, [r[key] for r in rows], marker="o", label=label)
         ax.set_xlabel("labeled examples")
-        ax.set_ylabel("training time (s, CPU)")
+        clock = thesis.get("run", {}).get("clock", "wall")
+        ax.set_ylabel("training time (s, CPU)" if clock == "wall" else "CPU time of the process (s)")
         ax.legend()
         fig.tight_layout()
         path = out_dir / "qp_vs_nabla_thesis_setting.png"
@@ -385,7 +403,9 @@ def to_schema(result: dict) -> dict:
     from common import header, record
 
     head = header(torch.device("cpu"), result["mode"], objective=result["objective"],
-                  load_average_at_start=result["machine"].get("load_average_at_start"))
+                  load_average_at_start=result["machine"].get("load_average_at_start"),
+                  runs={p["problem"]: p.get("run", {"git_commit": "87a5a61", "clock": "wall"})
+                        for p in result["problems"]})
     records = []
     metrics = [("time_to_1pct_s", "time_to_1pct", "s", False),
                ("time_to_0.1pct_s", "time_to_0.1pct", "s", False),
@@ -400,39 +420,55 @@ def to_schema(result: dict) -> dict:
                 if metric == "test_accuracy":
                     value = 100.0 * value
                 records.append(record("qp_vs_nabla", prob["problem"], f"structssl:{method}", metric,
-                                      value, unit, higher, 1, best_objective=prob["best_objective"]))
-    for row in (result.get("thesis_setting") or {}).get("rows", []):
+                                      value, unit, higher, 1, best_objective=prob["best_objective"],
+                                      clock=prob.get("run", {}).get("clock", "wall")))
+    thesis = result.get("thesis_setting") or {}
+    thesis_clock = thesis.get("run", {}).get("clock", "wall")
+    for row in thesis.get("rows", []):
         task = f"thesis_setting/n={row['num_labeled']}"
         for method in ("qp_1slack", "nabla_svm", "nabla_tsvm"):
-            records.append(record("qp_vs_nabla", task, f"structssl:{method}", "wall_clock",
-                                  row[f"{method}_s"], "s", False, 1))
+            records.append(record("qp_vs_nabla", task, f"structssl:{method}",
+                                  "wall_clock" if thesis_clock == "wall" else "cpu_time",
+                                  row[f"{method}_s"], "s", False, 1, clock=thesis_clock))
             records.append(record("qp_vs_nabla", task, f"structssl:{method}", "test_accuracy",
                                   100.0 * row[f"{method}_acc"], "%", True, 1))
     return {"header": head, "records": records, "details": result}
+
+
+def run_info(args: argparse.Namespace) -> dict:
+    """Where and how one problem (or the thesis sweep) was run."""
+    from common import git_commit
+
+    return {"git_commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "clock": args.clock, "threads": torch.get_num_threads(),
+            "load_average_at_start": os.getloadavg(),
+            "time_unit": "wall-clock s" if args.clock == "wall" else "CPU s of this process"}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small settings (about a minute)")
     ap.add_argument("--out", default=None, help="JSON path (default results/qp_vs_nabla.json)")
-    ap.add_argument("--problems", default="chain,conll,ocr")
-    ap.add_argument("--no-thesis", action="store_true")
+    ap.add_argument("--problems", default="chain,conll,ocr", help="comma list of chain, conll, ocr")
+    ap.add_argument("--no-thesis", action="store_true", help="skip the thesis sweep")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of the existing JSON that this run does not redo")
+    ap.add_argument("--clock", choices=("wall", "process"), default="wall",
+                    help="wall-clock seconds or the CPU seconds of this process")
+    ap.add_argument("--threads", type=int, default=max(1, min(2, os.cpu_count() or 1)))
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="per-method limit in seconds (default 90, quick 20)")
     args = ap.parse_args()
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    wanted = [w.strip() for w in args.problems.split(",") if w.strip()]
+    unknown = sorted(set(wanted) - {"chain", "conll", "ocr"})
+    if unknown:
+        ap.error(f"--problems must be drawn from chain, conll, ocr; got {unknown}")
+    torch.set_num_threads(args.threads)
     out = Path(args.out) if args.out else RESULTS / ("qp_vs_nabla_quick.json" if args.quick else "qp_vs_nabla.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    problems = []
-    wanted = args.problems.split(",")
-    if "chain" in wanted:
-        problems.append(chain_problem())
-    if "conll" in wanted and not args.quick:
-        p = conll_problem(200, 500)
-        if p is not None:
-            problems.append(p)
-    if "ocr" in wanted and not args.quick:
-        p = ocr_problem(100, 300)
-        if p is not None:
-            problems.append(p)
+    previous: dict = {}
+    if args.merge and out.exists():
+        previous = json.loads(out.read_text()).get("details", {})
     result = {
         "benchmark": "qp_vs_nabla",
         "mode": "quick" if args.quick else "full",
@@ -440,16 +476,43 @@ def main() -> None:
         "machine": {"python": platform.python_version(), "torch": torch.__version__,
                     "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "device": "cpu",
                     "load_average_at_start": os.getloadavg()},
-        "problems": [compare(p, args.quick) for p in problems],
+        "problems": list(previous.get("problems", [])),
+        "thesis_setting": previous.get("thesis_setting"),
     }
-    thesis = None if args.no_thesis else thesis_setting(args.quick)
-    result["thesis_setting"] = thesis
-    if not args.quick:
-        result["plots"] = plot(result, thesis, out.parent)
-    out.write_text(json.dumps(to_schema(result), indent=1, default=float))
+    order = ["hmm_chain", "conll2002_esp", "ocr_letters"]
+
+    def save() -> None:
+        result["problems"].sort(key=lambda q: order.index(q["problem"]) if q["problem"] in order else 9)
+        if not args.quick:
+            result["plots"] = plot(result, result.get("thesis_setting"), out.parent)
+        out.write_text(json.dumps(to_schema(result), indent=1, default=float))
+
+    builders = {
+        "chain": lambda: chain_problem(),
+        "conll": lambda: None if args.quick else conll_problem(200, 500),
+        "ocr": lambda: None if args.quick else ocr_problem(100, 300),
+    }
+    timer = time.perf_counter if args.clock == "wall" else time.process_time
+    with Clock.use(timer):
+        for key in wanted:
+            p = builders[key]()
+            if p is None:
+                continue
+            info = run_info(args)
+            row = compare(p, args.quick, args.time_limit)
+            row["run"] = info
+            result["problems"] = [q for q in result["problems"] if q["problem"] != p.name] + [row]
+            save()  # incrementally: a cut-off run keeps the finished problems
+        if not args.no_thesis:
+            info = run_info(args)
+            result["thesis_setting"] = thesis_setting(args.quick)
+            result["thesis_setting"]["run"] = info
+            save()
+    save()
     for prob in result["problems"]:
         print(f"\n{prob['problem']}  best P* = {prob['best_objective']:.4f}  "
-              f"speedup(0.1%, L-BFGS vs 1-slack) = {prob['speedup_0.1pct_lbfgs_vs_1slack']}")
+              f"speedup(0.1%, L-BFGS vs 1-slack) = {prob['speedup_0.1pct_lbfgs_vs_1slack']}  "
+              f"run {prob.get('run', {}).get('git_commit', '87a5a61')}")
         for name, r in prob["methods"].items():
             print(f"  {name:24s} final {r['final_objective']:10.4f} ({r['gap_to_best_pct']:+.3f} %)"
                   f"  t1% {r['time_to_1pct_s']}  t0.1% {r['time_to_0.1pct_s']}  acc {r['test_accuracy']:.4f}")

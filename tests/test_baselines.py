@@ -27,6 +27,16 @@ from structssl.scorers import LinearChainScorer  # noqa: E402
 from structssl.structures import LinearChain  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # the learners run many tiny per-example ops; intra-op threads only add overhead there (and
+    # spin badly on a loaded machine)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def tiny_chain(seed: int = 0, b: int = 4, n: int = 3, c: int = 2, d: int = 3):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(b, n, d, generator=g, dtype=torch.float64)
@@ -134,6 +144,40 @@ def test_cutting_plane_equals_enumerated_qp(formulation: str, rescaling: str) ->
     for h in model.history_:
         assert h["dual"] <= p_ref + 1e-7
         assert h["primal"] >= p_ref - 1e-7
+
+
+@pytest.mark.parametrize("rescaling", ["margin", "slack"])
+def test_enumerated_primal_qp_solved_directly_matches_cutting_planes(rescaling: str) -> None:
+    # the n-slack primal with every constraint enumerated, min_{w, xi} 1/2||w||^2 + C sum xi
+    # s.t. <w, a_c> + xi_i >= b_c, xi >= 0, handed to qpsolvers as it is (no baseline code)
+    from qpsolvers import solve_qp
+
+    x, y, lengths = tiny_chain(7, b=4, n=3, c=2, d=3)
+    fmap = ChainFeatureMap(2, input_dim=3)
+    C, eps, n = 0.5, 1e-6, x.shape[0]
+    vecs, offs, groups = enumerate_constraints(fmap, x, y, lengths, rescaling)
+    d = vecs.shape[1]
+    P = np.diag(np.r_[np.ones(d), np.full(n, 1e-12)])
+    q = np.r_[np.zeros(d), np.full(n, C)]
+    slack_rows = np.zeros((len(offs), n))
+    slack_rows[np.arange(len(offs)), groups] = 1.0
+    G = np.vstack([-np.hstack([vecs, slack_rows]), np.hstack([np.zeros((n, d)), -np.eye(n)])])
+    h = np.r_[-offs, np.zeros(n)]
+    z = solve_qp(P, q, G, h, solver="daqp")
+    assert z is not None
+    w_direct = z[:d]
+    p_direct = 0.5 * float(w_direct @ w_direct) + C * float(z[d:].sum())
+    _, p_dual, d_dual = enumerated_optimum(fmap, x, y, lengths, C, rescaling)
+    assert p_direct == pytest.approx(p_dual, abs=1e-6)
+    assert p_direct == pytest.approx(d_dual, abs=1e-6)
+    for formulation in ("one_slack", "n_slack"):
+        model = CuttingPlaneSSVM(
+            fmap, C=C, formulation=formulation, rescaling=rescaling, epsilon=eps, k=8
+        ).fit(x, y, lengths)
+        # primal and dual of the cutting-plane run agree within the tolerance C n epsilon
+        assert model.history_[-1]["primal"] - model.dual_ <= C * n * eps + 1e-7
+        assert model.objective(x, y, lengths, C=C) == pytest.approx(p_direct, abs=C * n * eps + 1e-6)
+        np.testing.assert_allclose(model.w_, w_direct, atol=1e-3)
 
 
 @pytest.mark.parametrize("qp", ["full", "blocks", "primal"])
@@ -309,3 +353,38 @@ def test_config_runner_trains_on_a_data_module() -> None:
     empty.splits["labeled"].clear()  # a data module whose labeled split came out empty
     with pytest.raises(ValueError, match="labeled split must not be empty"):
         run(empty, LinearChain(3), LinearChainScorer(3, input_dim=4))
+
+
+# ---------------------------------------------------------------------------- time limits, clocks
+def test_clock_can_count_process_time_and_pause() -> None:
+    import time
+
+    from structssl.baselines import Clock
+
+    ticks = iter([0.0, 1.0, 1.5, 4.0, 10.0])
+    with Clock.use(lambda: next(ticks)):
+        clock = Clock()  # starts at 0
+        assert clock.elapsed() == 1.0
+        with clock.paused():  # 1.5 -> 4.0 not counted
+            pass
+        assert clock.elapsed() == pytest.approx(10.0 - 2.5)
+    assert Clock.default_timer is time.perf_counter
+    with pytest.raises(TypeError, match="timer must be callable"):
+        with Clock.use(3.0):  # type: ignore[arg-type]
+            pass
+
+
+def test_two_view_learners_stop_at_the_time_limit() -> None:
+    fmap, x, y = separable_chain(5, b=20)
+    for model in (
+        CoPerceptron(fmap, fmap, epochs=50, time_limit=1e-9),
+        CoSVM(fmap, fmap, epochs=50, time_limit=1e-9),
+    ):
+        model.fit(x[:10], x[:10], y[:10], unlabeled=x[10:], unlabeled2=x[10:])
+        assert model.timed_out_ and len(model.history_) == 1
+        assert model.predict(x, x).shape == y.shape
+    for cls in (CoPerceptron, CoSVM):
+        with pytest.raises(ValueError, match="time_limit must be a number > 0 or None"):
+            cls(fmap, fmap, time_limit=0)
+    with pytest.raises(ValueError, match="time_limit must be a number > 0 or None"):
+        CuttingPlaneSSVM(fmap, time_limit=-1.0)

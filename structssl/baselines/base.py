@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -21,27 +21,64 @@ from torch import Tensor
 from structssl.baselines.feature_maps import JointFeatureMap
 from structssl.baselines.oracle import _f64, _lengths, hinge_objective
 
-__all__ = ["Baseline", "TwoViewBaseline", "Clock"]
+__all__ = ["Baseline", "TwoViewBaseline", "Clock", "check_time_limit"]
+
+
+def check_time_limit(value: Optional[float]) -> Optional[float]:
+    """A time limit in seconds: a number > 0, or None for no limit (raises ``ValueError``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"time_limit must be a number > 0 or None; got {value!r}")
+    return float(value)
 
 
 class Clock:
-    """Wall clock that can be paused (callbacks and evaluations are not counted)."""
+    """Wall clock that can be paused (callbacks and evaluations are not counted).
 
-    def __init__(self) -> None:
-        self._start = time.perf_counter()
+    Args:
+        timer: the time source (default :attr:`Clock.default_timer`, ``time.perf_counter``).
+            ``time.process_time`` counts the CPU time of this process instead, which is the
+            fairer measure on a machine shared with other jobs (see :meth:`use`).
+    """
+
+    #: The time source of clocks created without one (see :meth:`use`).
+    default_timer: Callable[[], float] = staticmethod(time.perf_counter)  # type: ignore[assignment]
+
+    def __init__(self, timer: Optional[Callable[[], float]] = None) -> None:
+        self._timer = timer if timer is not None else Clock.default_timer
+        self._start = self._timer()
         self._paused = 0.0
 
-    def elapsed(self) -> float:
-        """Seconds since creation, minus paused time."""
-        return time.perf_counter() - self._start - self._paused
-
+    @staticmethod
     @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        t0 = time.perf_counter()
+    def use(timer: Callable[[], float]) -> Iterator[None]:
+        """Make ``timer`` the default time source of every clock created inside the block.
+
+        Example:
+            >>> with Clock.use(time.process_time):  # CPU seconds of this process
+            ...     clock = Clock()
+        """
+        if not callable(timer):
+            raise TypeError(f"timer must be callable; got {type(timer).__name__}")
+        previous = Clock.default_timer
+        Clock.default_timer = timer  # type: ignore[assignment]
         try:
             yield
         finally:
-            self._paused += time.perf_counter() - t0
+            Clock.default_timer = previous  # type: ignore[assignment]
+
+    def elapsed(self) -> float:
+        """Seconds since creation, minus paused time."""
+        return self._timer() - self._start - self._paused
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        t0 = self._timer()
+        try:
+            yield
+        finally:
+            self._paused += self._timer() - t0
 
 
 class Baseline:

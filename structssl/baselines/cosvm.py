@@ -41,7 +41,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from structssl.baselines.base import Clock, TwoViewBaseline
+from structssl.baselines.base import Clock, TwoViewBaseline, check_time_limit
 from structssl.baselines.feature_maps import JointFeatureMap
 from structssl.baselines.oracle import _f64, _lengths, separate, solve_box_qp
 from structssl.structures.base import positive_int
@@ -83,10 +83,13 @@ class CoSVM(TwoViewBaseline):
         reset_on_visit: drop an example's working set when it is visited again.
         solver: QP solver (``"daqp"`` or ``"quadprog"``).
         seed: numpy seed of the visiting order.
+        time_limit: stop (after the current example) once this many seconds of
+            :class:`~structssl.baselines.base.Clock` time have passed (None: no limit).
 
     Attributes (after ``fit``): ``w1_``, ``w2_``, ``w_`` (= ``w1_``), ``history_`` per epoch
-    ``{"epoch", "time", "added", "disagreements", "change"}``. Training stops after an epoch
-        that added no constraint and changed no alpha by more than ``1e-3 epsilon``.
+    ``{"epoch", "time", "added", "disagreements", "change"}``, ``timed_out_``. Training stops
+    after an epoch that added no constraint and changed no alpha by more than
+    ``1e-3 epsilon``, or at the time limit.
     """
 
     def __init__(
@@ -103,8 +106,10 @@ class CoSVM(TwoViewBaseline):
         reset_on_visit: bool = False,
         solver: str = "daqp",
         seed: int = 0,
+        time_limit: Optional[float] = None,
     ) -> None:
         super().__init__(feature_map, feature_map2)
+        self.time_limit = check_time_limit(time_limit)
         for value, name in ((C, "C"), (epsilon, "epsilon")):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0; got {value!r}")
@@ -250,6 +255,7 @@ class CoSVM(TwoViewBaseline):
         rng = np.random.default_rng(self.seed)
         clock = Clock()
         self.history_: list[dict[str, float]] = []
+        self.timed_out_ = False
         for epoch in range(self.epochs):
             cu = self.cu * (2.0 ** (epoch - self.cu_warmup) if epoch < self.cu_warmup else 1.0)
             added = disagreements = 0
@@ -275,12 +281,17 @@ class CoSVM(TwoViewBaseline):
                     )
                     added += a
                     disagreements += int(d)
+                if self.time_limit is not None and clock.elapsed() > self.time_limit:
+                    self.timed_out_ = True
+                    break
             self.w1_, self.w2_ = self._w[0].copy(), self._w[1].copy()
             self.w_ = self.w1_
             self.history_.append(
                 {"epoch": epoch, "time": clock.elapsed(), "added": added, "disagreements": disagreements,
                  "change": self._change}
             )
+            if self.timed_out_:
+                break
             if added == 0 and self._change <= self.epsilon * 1e-3 and epoch >= self.cu_warmup:
                 break
         return self

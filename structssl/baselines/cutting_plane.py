@@ -35,7 +35,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from structssl.baselines.base import Baseline, Clock
+from structssl.baselines.base import Baseline, Clock, check_time_limit
 from structssl.baselines.feature_maps import JointFeatureMap
 from structssl.baselines.oracle import (
     COSTS,
@@ -120,7 +120,7 @@ class CuttingPlaneSSVM(Baseline):
         self.inactive_threshold = float(inactive_threshold)
         self.solver = check_choice(solver, "solver", SOLVERS)
         self.k = k
-        self.time_limit = time_limit
+        self.time_limit = check_time_limit(time_limit)
         self.qp = check_choice(qp, "qp", QP_METHODS)
 
     # ------------------------------------------------------------------ fit

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from structssl.baselines.base import Baseline, Clock, TwoViewBaseline
+from structssl.baselines.base import Baseline, Clock, TwoViewBaseline, check_time_limit
 from structssl.baselines.feature_maps import JointFeatureMap
 from structssl.baselines.oracle import _f64, _lengths
 from structssl.structures.base import positive_int
@@ -143,9 +143,11 @@ class CoPerceptron(TwoViewBaseline):
         epochs: t_max.
         averaged: average the iterates of each view.
         seed: the numpy seed of the visiting order.
+        time_limit: stop (after the current example) once this many seconds of
+            :class:`~structssl.baselines.base.Clock` time have passed (None: no limit).
 
     Attributes (after ``fit``): ``w1_``, ``w2_`` and ``w_`` (= ``w1_``, for the common
-    interface); ``history_`` per epoch.
+    interface); ``history_`` per epoch; ``timed_out_``.
     """
 
     def __init__(
@@ -156,8 +158,10 @@ class CoPerceptron(TwoViewBaseline):
         epochs: int = 20,
         averaged: bool = True,
         seed: int = 0,
+        time_limit: Optional[float] = None,
     ) -> None:
         super().__init__(feature_map, feature_map2)
+        self.time_limit = check_time_limit(time_limit)
         if isinstance(cu, bool) or not isinstance(cu, (int, float)) or not 0.0 <= cu <= 1.0:
             raise ValueError(f"cu must be a number in [0, 1]; got {cu!r}")
         self.cu = float(cu)
@@ -209,6 +213,7 @@ class CoPerceptron(TwoViewBaseline):
         rng = np.random.default_rng(self.seed)
         clock = Clock()
         self.history_: list[dict[str, float]] = []
+        self.timed_out_ = False
         for epoch in range(self.epochs):
             updates = 0
             for j in rng.permutation(n + m):
@@ -237,10 +242,13 @@ class CoPerceptron(TwoViewBaseline):
                         updates += 1
                 for a in avgs:
                     a.step()
+                if self.time_limit is not None and clock.elapsed() > self.time_limit:
+                    self.timed_out_ = True
+                    break
             ws = [a.average() if self.averaged else a.w.copy() for a in avgs]
             self.w1_, self.w2_ = ws
             self.w_ = self.w1_
             self.history_.append({"epoch": epoch, "time": clock.elapsed(), "updates": updates})
-            if updates == 0:
+            if updates == 0 or self.timed_out_:
                 break
         return self
