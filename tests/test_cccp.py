@@ -321,3 +321,117 @@ def test_gamma_dc_terms_errors():
         gamma_dc_terms(LinearChain(C), pot, lengths, v, 0.0, features, nonlinear, tokens)
     with pytest.raises(ValueError, match="v must have shape"):
         gamma_dc_terms(LinearChain(C), pot, lengths, v[:, :-1], 1.0, features, nonlinear, tokens)
+
+
+# ---------------------------------------------------------------------- the public pieces
+class _PotScorer(torch.nn.Module):
+    """inputs (B, N, F) float -> chain potentials through a (F, C) unary weight."""
+
+    def __init__(self, f: int, seed: int) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.weight = torch.nn.Parameter(torch.randn(f, C, generator=g, dtype=D))
+        self.trans = torch.nn.Parameter(torch.randn(C, C, generator=g, dtype=D) * 0.5)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        pot = LinearChain.potentials_from(inputs @ self.weight).clone()
+        pot[:, 1:] = pot[:, 1:] + self.trans
+        return pot
+
+
+def _module(seed: int, formulation: str = "transductive", mu: float = 1.5, f: int = 4, n: int = 4) -> CCCPModule:
+    cset = constraint_set() if formulation == "transductive" else None
+    model = CCCPModule(
+        LinearChain(C), _PotScorer(f, seed), cset, formulation=formulation, C1=1.0, C2=3.0, mu=mu,
+        search_k=C**n, num_labeled=3, num_unlabeled=4,
+    )
+    model.setup("fit")
+    return model
+
+
+def _batch(seed: int, b: int = 4, n: int = 4, f: int = 4, labels: bool = False) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([n] + [max(1, n - i) for i in range(1, b)])
+    batch = {"inputs": torch.randn(b, n, f, generator=g, dtype=D), "lengths": lengths,
+             "tokens": tokens_for(b, n, seed)}
+    if labels:
+        batch["labels"] = torch.randint(C, (b, n), generator=g)
+    return batch
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_module_constraint_guided_labels_brute_force(seed):
+    """eq. (15) with v = 1 through the module: argmax s(y) + (mu/4) 1.phi(y), the global
+    consecutive-fields indicator included (exhaustive k)."""
+    model = _module(seed)
+    batch = _batch(seed)
+    guided = model.constraint_guided_labels(batch)
+    pot = model.potentials(batch).detach()
+    cset = model._bound
+    for i in range(batch["lengths"].shape[0]):
+        full, scores, phi = brute(cset, model.structure, pot, batch["lengths"], batch["tokens"], i)
+        value = scores + model.mu / 4 * phi.sum(1)
+        ln = int(batch["lengths"][i])
+        got = (full[:, :ln] == guided[i, :ln]).all(1).nonzero().view(-1)
+        assert got.numel() == 1
+        torch.testing.assert_close(value[got[0]], value.max())
+
+
+def test_module_constraint_guided_labels_labeling_brute_force():
+    """Section 4: with v = phi(y_i) the guided labels maximise s(y) + (mu/2)(L - Hamming)."""
+    model = _module(1, formulation="labeling", mu=2.0)
+    batch = _batch(1, labels=True)
+    guided = model.constraint_guided_labels(batch)
+    pot = model.potentials(batch).detach()
+    for i in range(batch["lengths"].shape[0]):
+        ln = int(batch["lengths"][i])
+        ys = all_labelings(ln)
+        full = torch.zeros(len(ys), pot.shape[1], dtype=torch.long)
+        full[:, :ln] = ys
+        lens = torch.full((len(ys),), ln)
+        s = model.structure.score(pot[i : i + 1].expand(len(ys), -1, -1, -1), full, lens)
+        agree = (ys == batch["labels"][i, :ln]).sum(1).to(D)
+        value = s + model.mu / 2 * agree - model.mu / 4 * ln
+        torch.testing.assert_close(model.structure.score(pot[i : i + 1], guided[i : i + 1], lengths=batch["lengths"][i : i + 1])[0]
+                                   + model.mu / 2 * (guided[i, :ln] == batch["labels"][i, :ln]).sum().to(D)
+                                   - model.mu / 4 * ln, value.max())
+
+
+@pytest.mark.parametrize("formulation", ["transductive", "labeling"])
+def test_module_outer_step_never_increases_objective(formulation):
+    """One CCCP outer step through the module's public pieces (``constraint_guided_labels``,
+    ``constraint_term``): the bound is tight at w_t and J(w_{t+1}) <= bound(w_{t+1}) <= J(w_t)."""
+    model = _module(2, formulation=formulation, n=3)
+    labeled, unlabeled = _batch(5, b=3, n=3, labels=True), _batch(6, n=3)
+    cons = labeled if formulation == "labeling" else unlabeled
+
+    def objective(guided=None):
+        pot = model.potentials(labeled)
+        hinge = model.loss(model.structure, pot, labeled["labels"], labeled["lengths"]) if model.C1 > 0 else 0.0
+        term, _ = model.constraint_term(cons, guided)
+        return model.weight_norm_squared() / 6 + model.C1 / 3 * hinge + model.C2 / 3 * term
+
+    if formulation == "labeling":
+        model.C1 = 0.0
+    with torch.no_grad():
+        j0 = objective()
+    guided = model.constraint_guided_labels(cons)
+    bound0 = objective(guided)
+    torch.testing.assert_close(bound0.detach(), j0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.02)
+    best, best_state = float(j0), [p.detach().clone() for p in model.parameters()]
+    for _ in range(20):
+        opt.zero_grad()
+        bound = objective(guided)
+        if float(bound.detach()) < best:
+            best, best_state = float(bound.detach()), [p.detach().clone() for p in model.parameters()]
+        bound.backward()
+        opt.step()
+    with torch.no_grad():
+        for p, s in zip(model.parameters(), best_state):
+            p.copy_(s)
+        j1 = objective()
+    assert float(j1) <= best + 1e-9 <= float(j0) + 1e-9
+    # and the module's own objective_terms agrees with the pieces at w_{t+1}
+    terms = model.objective_terms({"labeled": labeled, "unlabeled": unlabeled})
+    torch.testing.assert_close(terms.objective.detach(), j1)

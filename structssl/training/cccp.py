@@ -546,22 +546,54 @@ class CCCPModule(StructuredModule):
         u_value = objective.new_zeros(())
         self._last_uncertified = 0
         if unlabeled is not None and self.current_epoch >= self.supervised_epochs:
-            pot_u = pot_l if self.formulation == "labeling" else self.potentials(unlabeled)
+            u_value, self._last_uncertified = self.constraint_term(unlabeled, guided)
+            objective = objective + self.C2 / n * u_value
+        return ObjectiveTerms(objective, norm, hinge, u_value)
+
+    # ------------------------------------------------------------------ public pieces
+    def constraint_term(self, unlabeled: Batch, guided: Optional[Tensor] = None) -> tuple[Tensor, int]:
+        """The bracket of eq. (13) on one batch of constraint examples ``j``:
+        ``lambda m mean_j ||v_j - a_j||_1 + mean_j B_j`` (multiply by ``C2 / n`` for its share of
+        ``J``), with the concave part linearised at ``guided`` (labels (B, N)) when given, else
+        its exact max. For ``formulation="labeling"`` pass the labeled batch. Differentiable
+        in ``w`` (and ``v`` in parameter mode).
+
+        Returns:
+            ``(value, uncertified)``: a scalar tensor and the number of rows whose non-linear
+            search was not certified exact.
+        """
+        n, m = self.dataset_sizes()
+        pot_u = self.potentials(unlabeled)
+        assert isinstance(pot_u, Tensor)
+        features, nonlinear = self._features(unlabeled, pot_u.dtype)
+        d = _width(features, nonlinear, pot_u)
+        target = self._targets(unlabeled, d, pot_u.dtype)
+        v = self._v(unlabeled, d, target)
+        terms = gamma_dc_terms(
+            self.structure, pot_u, unlabeled["lengths"], v, self.mu, features, nonlinear,
+            unlabeled.get("tokens"), guided, self.search_k,
+        )
+        m_eff = n if self.formulation == "labeling" else m
+        gamma = self.gamma_weight * m_eff * (v - target).abs().sum(1).mean()
+        return gamma + terms.bracket().mean(), int(terms.uncertified.sum())
+
+    def constraint_guided_labels(self, unlabeled: Batch) -> Tensor:
+        """The constraint-guided argmax of eq. (12)/(15) at the current ``w`` and ``v`` (no
+        gradient): the CCCP linearisation point of a batch of constraint examples. Shape
+        (B, N)."""
+        with torch.no_grad():
+            pot_u = self.potentials(unlabeled)
             assert isinstance(pot_u, Tensor)
             features, nonlinear = self._features(unlabeled, pot_u.dtype)
             d = _width(features, nonlinear, pot_u)
             target = self._targets(unlabeled, d, pot_u.dtype)
-            v = self._v(unlabeled, d, target)
-            terms = gamma_dc_terms(
-                self.structure, pot_u, unlabeled["lengths"], v, self.mu, features, nonlinear,
-                unlabeled.get("tokens"), guided, self.search_k,
+            v = self._v(unlabeled, d, target).detach()
+            coef = self.mu / 2 * v - self.mu / 4
+            _, guided, _ = _augmented_max(
+                self.structure, pot_u, unlabeled["lengths"], coef, features, nonlinear,
+                unlabeled.get("tokens"), self.search_k,
             )
-            m_eff = n if self.formulation == "labeling" else m
-            gamma = self.gamma_weight * m_eff * (v - target).abs().sum(1).mean()
-            u_value = gamma + terms.bracket().mean()
-            objective = objective + self.C2 / n * u_value
-            self._last_uncertified = int(terms.uncertified.sum())
-        return ObjectiveTerms(objective, norm, hinge, u_value)
+        return guided
 
     def _linearization(self, batch: Batch, batch_idx: int) -> Optional[Tensor]:
         """The constraint-guided labels of the current outer iteration (cached, no grad)."""
