@@ -7,8 +7,11 @@ Experiments (seed 001 ch. 7; the thesis's numbers are in ``shared/notes/thesis-d
   (``structssl.data.synthetic``; the original galaxy point set is not published). Token error
   of nabla-SVM vs nabla-TSVM (Hamming cost) on the sequences that are not labeled (they are
   the unlabeled set and the evaluation set, the thesis's transductive protocol), 2..20 labeled
-  sequences, 20 draws. The thesis's RBF kernel (sigma 0.35) is approximated by random
-  Fourier features (``GALAXY_FEATURES`` of them) feeding the linear chain scorer.
+  sequences, ``GALAXY_DRAWS`` draws (thesis: 20). The thesis's RBF kernel (sigma 0.35) is
+  approximated by random Fourier features (``GALAXY_FEATURES`` of them) feeding the linear
+  chain scorer. nabla-TSVM is run with C_u = 1 and C_u = 0.1 (the thesis tunes C_u by
+  resampling; with C_u = 1 the unlabeled term weighs C_u m / n = 49 times the labeled one at
+  n = 2).
 * ``conll``: CoNLL-2002 Spanish NER, the 3,144 training sentences of 10..40 tokens (the thesis's
   "3,100 sentences of 10-40 tokens"), 10 labeled sentences (every entity type present, drawn
   without replacement) plus 0..2000 unlabeled ones, tested on esp.testb: token error and
@@ -16,9 +19,10 @@ Experiments (seed 001 ch. 7; the thesis's numbers are in ``shared/notes/thesis-d
   tokens) and nabla-TSVM vs nabla-coSVM without the window (Fig. 7.7; views: token identity /
   surface clues). Plus full supervised training on esp.train (nabla-SVM and our CRF), span F1
   on esp.testb, next to sklearn-crfsuite trained on the same feature strings in the same run.
-* ``coil``: the SSL-book COIL splits (12 per size), nabla-SVM and nabla-TSVM (0/1 cost,
-  ``MultiClass(6)``) at 10 and 100 labeled points, transductive error on the unlabeled points,
-  with a linear scorer on z-scored pixels and with random Fourier features (RBF kernel).
+* ``coil``: the SSL-book COIL splits (``COIL_SPLITS`` of the 12 per size), nabla-SVM and
+  nabla-TSVM (0/1 cost, ``MultiClass(6)``, smax over all 5 competitors) at 10 and 100 labeled
+  points, transductive error on the unlabeled points, with a linear scorer on z-scored pixels
+  and with centred random Fourier features (RBF kernel, median-distance bandwidth).
 * ``time``: wall clock of nabla-SVM vs nabla-TSVM with 5x unlabeled examples (Fig. 7.3's
   setting) vs the number of labeled CoNLL sentences, both stopped by the same criterion.
 
@@ -36,7 +40,13 @@ Objective scaling: the thesis minimises ``||w||^2 + C sum xi`` (no 1/2, ch. 7.1)
 use ``1/2 ||w||^2 + C sum xi`` (divided by n). C = 1 here (the thesis's C = 1, eps = 0.3 and
 tau = 0.4, with the regulariser's factor 2 differing).
 
-Usage: python benchmarks/bench_ssl.py [--quick] [--only galaxy,conll,coil,time] [--out PATH]
+Every scorer starts from N(0, 0.01^2) weights (``init_scorer``): at w = 0 all outputs tie and
+the objective is not differentiable, which stalls L-BFGS with 0/1 cost. The protocol is scaled
+for a shared 2-core CPU (``PROTOCOL``, written to the JSON header); the results JSON is
+rewritten after every record, so a cut-off run keeps its finished cells.
+
+Usage: python benchmarks/bench_ssl.py [--quick] [--only galaxy,coil,conll,supervised,time]
+       [--out PATH]
 """
 
 from __future__ import annotations
@@ -119,9 +129,26 @@ def schedule(transductive: bool, ramp_steps: int, rho_anneal: bool) -> list[dict
     return stages
 
 
+INIT_STD = 0.01
+
+
+def init_scorer(module: StructuredModule, seed: int, std: float = INIT_STD) -> None:
+    """Scorer weights ~ N(0, std^2) (seeded). At w = 0 every output ties, the single
+    cost-augmented runner-up (k = 1) is an arbitrary one and the objective is not
+    differentiable there: with 0/1 cost L-BFGS's first step then increases the objective and
+    training stalls at w = 0 (seen on CoNLL with 0/1 cost and on COIL with RFF features)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.scorer.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * std)
+
+
 def fit(module: StructuredModule, labeled: Batch, unlabeled: Optional[Batch], iters: int,
-        ramp_steps: int = 5, rho_anneal: bool = False, first_iters: Optional[int] = None) -> int:
-    """Train ``module`` by staged full-batch L-BFGS; returns the L-BFGS iterations."""
+        ramp_steps: int = 5, rho_anneal: bool = False, first_iters: Optional[int] = None,
+        seed: int = 0) -> int:
+    """Train ``module`` by staged full-batch L-BFGS from a small random start; returns the
+    L-BFGS iterations."""
+    init_scorer(module, seed)
     transductive = module.uses_unlabeled and unlabeled is not None
     total = 0
     for i, stage in enumerate(schedule(transductive, ramp_steps, rho_anneal)):
@@ -164,12 +191,13 @@ def rff(dim_in: int, num: int, sigma: float, seed: int) -> Callable[[Tensor], Te
 
 
 def chain_svm(num_labels: int, scorer: nn.Module, cost: str, n: int, m: int,
-              transductive: bool, task: str = "sequence", tags: Any = None) -> StructuredModule:
+              transductive: bool, task: str = "sequence", tags: Any = None,
+              Cu: float = 1.0) -> StructuredModule:
     chain = LinearChain(num_labels)
     svm = NablaSVMLoss(epsilon=EPSILON, rho=RHO, cost=cost)
     if transductive:
         return TransductiveModule(chain, scorer, svm, NablaTSVMLoss(tau=TAU, rho=RHO, cost=cost),
-                                  C=C, Cu=1.0, num_labeled=n, num_unlabeled=m, task=task,
+                                  C=C, Cu=Cu, num_labeled=n, num_unlabeled=m, task=task,
                                   tags=tags)
     return SupervisedModule(chain, scorer, svm, C=C, num_labeled=n, task=task, tags=tags)
 
@@ -177,6 +205,11 @@ def chain_svm(num_labels: int, scorer: nn.Module, cost: str, n: int, m: int,
 # =============================================================================== galaxy
 GALAXY_FEATURES = 100
 GALAXY_SIGMA = 0.35
+GALAXY_SIZES = [2, 5, 10, 20]  # scaled: the thesis's x-axis is not stated
+GALAXY_DRAWS = 5  # scaled: the thesis averages 20 draws
+
+
+GALAXY_METHODS = (("nabla-SVM", 0.0), ("nabla-TSVM", 1.0), ("nabla-TSVM(Cu=0.1)", 0.1))
 
 
 def run_galaxy(quick: bool, records: list[dict[str, Any]], plots: dict[str, Any]) -> None:
@@ -184,12 +217,12 @@ def run_galaxy(quick: bool, records: list[dict[str, Any]], plots: dict[str, Any]
     from structssl.data.datamodule import split_pool
     from structssl.scorers import LinearChainScorer
 
-    sizes = [2, 5, 10] if quick else [2, 3, 5, 10, 20]
-    draws = 3 if quick else 20
-    iters = 20 if quick else 40
-    curves: dict[str, list[tuple[float, float]]] = {"nabla-SVM": [], "nabla-TSVM": []}
+    sizes = [2, 5, 10] if quick else GALAXY_SIZES
+    draws = 3 if quick else GALAXY_DRAWS
+    iters = 20 if quick else 30
+    curves: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in GALAXY_METHODS}
     for n in sizes:
-        errors: dict[str, list[float]] = {"nabla-SVM": [], "nabla-TSVM": []}
+        errors: dict[str, list[float]] = {name: [] for name, _ in GALAXY_METHODS}
         for draw in range(draws):
             data = hmm_sequences(100, 20, 2, 0.1, "galaxy", seed=1000 + draw)
             phi = rff(2, GALAXY_FEATURES, GALAXY_SIGMA, seed=draw)
@@ -198,25 +231,33 @@ def run_galaxy(quick: bool, records: list[dict[str, Any]], plots: dict[str, Any]
             L = {"inputs": feats[lab], "labels": data.labels[lab], "lengths": data.lengths[lab]}
             U = {"inputs": feats[rest], "lengths": data.lengths[rest]}
             gold = data.labels[rest]
-            for name, transductive in (("nabla-SVM", False), ("nabla-TSVM", True)):
-                torch.manual_seed(draw)
+            for name, cu in GALAXY_METHODS:
+                transductive = cu > 0
                 scorer = LinearChainScorer(2, input_dim=GALAXY_FEATURES)
-                module = chain_svm(2, scorer, "hamming", n, len(rest), transductive)
-                fit(module, L, U if transductive else None, iters)
+                module = chain_svm(2, scorer, "hamming", n, len(rest), transductive,
+                                   Cu=cu if transductive else 1.0)
+                fit(module, L, U if transductive else None, iters, seed=draw)
                 pred = decode(module, U)
                 errors[name].append(100.0 * float((pred != gold).float().mean()))
+        base = errors["nabla-SVM"]
         for name, values in errors.items():
             mean, std = mean_std(values)
             curves[name].append((mean, std / math.sqrt(len(values))))
+            extra: dict[str, Any] = {}
+            if name != "nabla-SVM":
+                diffs = [v - b for v, b in zip(values, base)]
+                extra.update(wins=sum(d < 0 for d in diffs), losses=sum(d > 0 for d in diffs),
+                             paired_diff_mean=round(statistics.fmean(diffs), 4))
             records.append(record(
                 BENCH, f"galaxy/labeled={n}", f"structssl:{name}", "token_error", mean, "%",
-                False, len(values), std=round(std, 4),
+                False, len(values), std=round(std, 4), per_draw=[round(v, 2) for v in values],
                 note="transductive error on the 100 - n sequences not labeled; RFF "
                      f"({GALAXY_FEATURES}) approximation of the RBF kernel sigma 0.35",
+                **extra,
             ))
-            print(f"galaxy n={n:2d} {name:11s} error {mean:5.2f} +- {std:4.2f} ({len(values)})",
+            print(f"galaxy n={n:2d} {name:18s} error {mean:5.2f} +- {std:4.2f} ({len(values)})",
                   flush=True)
-    plots["galaxy"] = (sizes, curves)
+        plots["galaxy"] = (sizes[: len(curves["nabla-SVM"])], curves)
 
 
 # =============================================================================== CoNLL
@@ -272,7 +313,8 @@ def conll_scores(module: StructuredModule, test: Batch, tags: Sequence[str]) -> 
     return 100.0 * (1.0 - float(acc.compute())), 100.0 * float(f1.compute())
 
 
-def _conll_module(pool: CoNLLPool, method: str, n: int, m: int) -> StructuredModule:
+def _conll_module(pool: CoNLLPool, method: str, n: int, m: int,
+                  Cu: float = 1.0) -> StructuredModule:
     from structssl.scorers import LinearChainScorer, TwoViewScorer
 
     tags = pool.tags
@@ -282,64 +324,85 @@ def _conll_module(pool: CoNLLPool, method: str, n: int, m: int) -> StructuredMod
                                LinearChainScorer(9, num_features=fb))
         return CoTrainingModule(LinearChain(9), scorer,
                                 NablaCoSVMLoss(epsilon=EPSILON, rho=RHO, cost="hamming"),
-                                C=C, Cu=1.0, num_labeled=n, num_unlabeled=max(m, 1),
+                                C=C, Cu=Cu, num_labeled=n, num_unlabeled=max(m, 1),
                                 task="bio", tags=tags)
     scorer = LinearChainScorer(9, num_features=pool.num_features)
     cost = "zero_one" if method.endswith("0/1") else "hamming"
-    return chain_svm(9, scorer, cost, n, max(m, 1), method.startswith("nabla-TSVM"), "bio", tags)
+    return chain_svm(9, scorer, cost, n, max(m, 1), method.startswith("nabla-TSVM"), "bio", tags,
+                     Cu=Cu)
 
 
-def run_conll(quick: bool, records: list[dict[str, Any]], plots: dict[str, Any]) -> None:
+CONLL_UNLABELED = [0, 500]  # scaled: the thesis goes to 2000 (Figs. 7.6 / 7.7)
+CONLL_DRAWS = 2  # scaled: the thesis averages 100 draws
+CONLL_ITERS = (100, 10, 3)  # L-BFGS iterations: supervised start / per C_u stage; K
+
+
+def run_conll(quick: bool, records: list[dict[str, Any]], plots: dict[str, Any],
+              Cu: float = 1.0, figures: Sequence[str] = ("fig7.6", "fig7.7")) -> None:
+    """CoNLL-2002 Spanish with 10 labeled sentences (Figs. 7.6 / 7.7); ``Cu`` is the final C_u
+    of the semi-supervised methods (method names get a ``(Cu=...)`` suffix when it is not 1)."""
     n = 10
-    unlabeled = [0, 100] if quick else [0, 250, 500, 1000, 2000]
-    draws = 1 if quick else 3
-    iters = 15 if quick else 30
+    unlabeled = [0, 100] if quick else CONLL_UNLABELED
+    draws = 1 if quick else CONLL_DRAWS
+    first, iters, ramp = (15, 5, 2) if quick else CONLL_ITERS
     max_test = 300 if quick else None
     settings = [
         ("fig7.6", 1, False, ["nabla-SVM", "nabla-TSVM_H", "nabla-TSVM_0/1"]),
         ("fig7.7", 0, True, ["nabla-SVM", "nabla-TSVM_H", "nabla-coSVM"]),
     ]
+    suffix = "" if Cu == 1.0 else f"(Cu={Cu:g})"
     for fig, window, two_view, methods in settings:
+        if fig not in figures:
+            continue
         t0 = time.perf_counter()
         pool = CoNLLPool(window, two_view, max_test)
         print(f"conll {fig}: pool {len(pool.pool)} sentences, {pool.num_features} features, "
               f"views {pool.view_num_features}, test {pool.test['inputs'].shape[0]} "
               f"({time.perf_counter() - t0:.1f}s)", flush=True)
-        curves: dict[str, list[tuple[float, float, float, float]]] = {}
-        for method in methods:
-            results: dict[int, dict[str, list[float]]] = {}
-            for m in unlabeled:
+        results: dict[tuple[str, int], dict[str, list[float]]] = {}
+        for m in unlabeled:
+            for method in methods:
                 if method == "nabla-SVM" and m > 0:  # the supervised model ignores unlabeled
-                    results[m] = results[0]
+                    results[method, m] = results[method, 0]
                     continue
                 errs, f1s, secs = [], [], []
                 for draw in range(draws):
                     L, U, _ = pool.draw(n, m, seed=draw)
-                    torch.manual_seed(draw)
-                    module = _conll_module(pool, method, n, m)
+                    module = _conll_module(pool, method, n, m, Cu=Cu)
                     start = time.perf_counter()
-                    fit(module, L, U, iters)
+                    fit(module, L, U, iters, ramp_steps=ramp, first_iters=first, seed=draw)
                     secs.append(time.perf_counter() - start)
                     err, f1 = conll_scores(module, pool.test, pool.tags)
                     errs.append(err)
                     f1s.append(f1)
-                results[m] = {"err": errs, "f1": f1s, "s": secs}
+                results[method, m] = r = {"err": errs, "f1": f1s, "s": secs}
                 print(f"conll {fig} {method:15s} m={m:4d} error {statistics.fmean(errs):5.2f} "
                       f"F1 {statistics.fmean(f1s):5.2f} ({statistics.fmean(secs):.1f}s/run)",
                       flush=True)
-            curves[method] = []
-            for m in unlabeled:
-                r = results[m]
                 (em, es), (fm, fs) = mean_std(r["err"]), mean_std(r["f1"])
-                curves[method].append((em, es / math.sqrt(len(r["err"])), fm,
-                                       fs / math.sqrt(len(r["f1"]))))
                 task = f"conll2002-esp/{fig}/labeled=10/unlabeled={m}"
-                extra = dict(window=window, test="esp.testb" + (f"[:{max_test}]" if max_test else ""))
-                records.append(record(BENCH, task, f"structssl:{method}", "token_error", em, "%",
+                extra = dict(window=window,
+                             test="esp.testb" + (f"[:{max_test}]" if max_test else ""),
+                             train_seconds=round(statistics.fmean(secs), 1),
+                             per_draw_f1=[round(v, 2) for v in f1s])
+                label = f"structssl:{method}" + ("" if method == "nabla-SVM" else suffix)
+                records.append(record(BENCH, task, label, "token_error", em, "%",
                                       False, len(r["err"]), std=round(es, 4), **extra))
-                records.append(record(BENCH, task, f"structssl:{method}", "span_f1", fm, "%",
+                records.append(record(BENCH, task, label, "span_f1", fm, "%",
                                       True, len(r["f1"]), std=round(fs, 4), **extra))
-        plots[f"conll_{fig}"] = (unlabeled, curves)
+                done = [mm for mm in unlabeled if (method, mm) in results]
+                plots[f"conll_{fig}"] = (done, {
+                    meth: [_curve_point(results[meth, mm]) for mm in done]
+                    for meth in methods if all((meth, mm) in results for mm in done)})
+
+
+def _curve_point(r: dict[str, list[float]]) -> tuple[float, float, float, float]:
+    (em, es), (fm, fs) = mean_std(r["err"]), mean_std(r["f1"])
+    k = math.sqrt(len(r["err"]))
+    return em, es / k, fm, fs / k
+
+
+SUPERVISED_ITERS = 25  # scaled: L-BFGS capped at 25 iterations (not converged)
 
 
 def run_conll_supervised(quick: bool, records: list[dict[str, Any]]) -> None:
@@ -353,7 +416,7 @@ def run_conll_supervised(quick: bool, records: list[dict[str, Any]]) -> None:
     train, test = load_conll2002("train"), load_conll2002("test")
     train_seqs = train.sequences[:1000] if quick else train.sequences
     test_seqs = test.sequences[:300] if quick else test.sequences
-    iters = 30 if quick else 100
+    iters = 30 if quick else SUPERVISED_ITERS
     extractor = FeatureExtractor(window=1).fit(train_seqs)
     vocab = train.labels
     tags = tuple(CONLL2002_LABELS)
@@ -370,12 +433,39 @@ def run_conll_supervised(quick: bool, records: list[dict[str, Any]]) -> None:
     print(f"conll supervised: {n} train / {len(test_seqs)} test sentences, "
           f"{extractor.num_features} features", flush=True)
 
+    # the peer first (fast): a cut-off run still has the reference
+    try:
+        import sklearn_crfsuite
+    except ImportError:  # pragma: no cover
+        sklearn_crfsuite = None
+        print("sklearn-crfsuite missing: peer skipped", flush=True)
+    xs = [extractor.strings(s) for s in train_seqs]
+    ys = [list(s.labels) for s in train_seqs]
+    test_xs = [extractor.strings(s) for s in test_seqs]
+    index = {t: i for i, t in enumerate(tags)}
+    for cap in (iters, 100) if sklearn_crfsuite is not None else ():
+        crf = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=0.0, c2=1.0 / (2 * C),
+                                   max_iterations=cap)
+        start = time.perf_counter()
+        crf.fit(xs, ys)
+        secs = time.perf_counter() - start
+        f1m = SpanF1(tags)
+        for p, s in zip(crf.predict(test_xs), test_seqs):
+            f1m.update(torch.tensor([[index[t] for t in p]]),
+                       torch.tensor([[index[t] for t in s.labels]]))
+        f1 = 100.0 * float(f1m.compute())
+        name = f"sklearn-crfsuite(max_iterations={cap})"
+        records.append(record(BENCH, task, name, "span_f1", f1, "%", True, 1,
+                              train_seconds=round(secs, 1), max_iterations=cap,
+                              note="same feature strings, c2 matching our Gaussian prior"))
+        print(f"conll supervised {name} span F1 {f1:5.2f} ({secs:.0f}s)", flush=True)
+
     for name, loss in (("nabla-SVM", NablaSVMLoss(epsilon=EPSILON, rho=RHO)),
                        ("CRF", CRFNLLLoss())):
-        torch.manual_seed(0)
         scorer = LinearChainScorer(9, num_features=extractor.num_features)
         module = SupervisedModule(LinearChain(9), scorer, loss, C=C, num_labeled=n,
                                   task="bio", tags=tags)
+        init_scorer(module, 0)
 
         def objective() -> Tensor:
             total = module.weight_norm_squared() / (2 * n)
@@ -396,44 +486,22 @@ def run_conll_supervised(quick: bool, records: list[dict[str, Any]]) -> None:
         print(f"conll supervised {name:10s} span F1 {f1:5.2f} ({secs:.0f}s, {done} it)",
               flush=True)
 
-    try:
-        import sklearn_crfsuite
-    except ImportError:  # pragma: no cover
-        print("sklearn-crfsuite missing: peer skipped", flush=True)
-        return
-    xs = [extractor.strings(s) for s in train_seqs]
-    ys = [list(s.labels) for s in train_seqs]
-    crf = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=0.0, c2=1.0 / (2 * C),
-                               max_iterations=iters)
-    start = time.perf_counter()
-    crf.fit(xs, ys)
-    secs = time.perf_counter() - start
-    pred = crf.predict([extractor.strings(s) for s in test_seqs])
-    f1m = SpanF1(tags)
-    index = {t: i for i, t in enumerate(tags)}
-    for p, s in zip(pred, test_seqs):
-        f1m.update(torch.tensor([[index[t] for t in p]]),
-                   torch.tensor([[index[t] for t in s.labels]]))
-    f1 = 100.0 * float(f1m.compute())
-    records.append(record(BENCH, task, "sklearn-crfsuite", "span_f1", f1, "%", True, 1,
-                          train_seconds=round(secs, 1), max_iterations=iters,
-                          note="same feature strings, c2 matching our Gaussian prior"))
-    print(f"conll supervised sklearn-crfsuite span F1 {f1:5.2f} ({secs:.0f}s)", flush=True)
-
 
 # =============================================================================== COIL
 PAPER_COIL = {10: (68.87, 67.50), 100: (25.42, 25.80)}
+COIL_SPLITS = 3  # scaled: splits 0..2 of the SSL book's 12 per size
+COIL_METHODS = {"nabla-SVM": 0.0, "nabla-TSVM": 1.0, "nabla-TSVM(Cu=0.1)": 0.1}  # name: C_u
 
 
 def run_coil(quick: bool, records: list[dict[str, Any]]) -> None:
     from structssl.data.coil_module import CoilDataModule
     from structssl.scorers import MultiClassScorer
 
-    splits = 2 if quick else 12
-    iters = 20 if quick else 50
+    splits = 2 if quick else COIL_SPLITS
+    iters = 20 if quick else 30
     for n in (10, 100):
         for features in ("linear", "rff"):
-            errors: dict[str, list[float]] = {"nabla-SVM": [], "nabla-TSVM": []}
+            errors: dict[str, list[float]] = {name: [] for name in COIL_METHODS}
             for split in range(splits):
                 try:
                     dm = CoilDataModule(num_labeled=n, split=split)  # type: ignore[arg-type]
@@ -448,66 +516,81 @@ def run_coil(quick: bool, records: list[dict[str, Any]]) -> None:
                     # RBF kernel with the median pairwise distance as bandwidth
                     sigma = float(torch.cdist(U["inputs"][:300], U["inputs"][:300]).median())
                     phi = rff(241, 1000, sigma, seed=split)
-                    L, U, T = ({**b, "inputs": phi(b["inputs"])} for b in (L, U, T))
+                    # centred (mean over the labeled and unlabeled points): the raw features
+                    # share a large common component
+                    mu = phi(torch.cat([L["inputs"], U["inputs"]])).mean(0)
+                    L, U, T = ({**b, "inputs": phi(b["inputs"]) - mu} for b in (L, U, T))
                 dim = int(L["inputs"].shape[1])
                 m = int(U["inputs"].shape[0])
                 for name in errors:
-                    torch.manual_seed(split)
-                    svm = NablaSVMLoss(epsilon=EPSILON, rho=RHO, cost="zero_one")
+                    # k = 5: the smax runs over all five competing classes (the thesis's
+                    # smax over every ybar != y), not only the runner-up
+                    svm = NablaSVMLoss(epsilon=EPSILON, rho=RHO, cost="zero_one", k=5)
                     scorer = MultiClassScorer(6, input_dim=dim)
-                    if name == "nabla-TSVM":
+                    cu = COIL_METHODS[name]
+                    if cu > 0:
                         module: StructuredModule = TransductiveModule(
                             MultiClass(6), scorer, svm,
-                            NablaTSVMLoss(tau=TAU, rho=RHO, cost="zero_one"), C=C, Cu=1.0,
+                            NablaTSVMLoss(tau=TAU, rho=RHO, cost="zero_one", k=5), C=C, Cu=cu,
                             num_labeled=n, num_unlabeled=m, task="multiclass")
                     else:
                         module = SupervisedModule(MultiClass(6), scorer, svm, C=C, num_labeled=n,
                                                   task="multiclass")
-                    fit(module, L, U if name == "nabla-TSVM" else None, iters)
+                    fit(module, L, U if cu > 0 else None, iters, seed=split)
                     pred = decode(module, T)
                     errors[name].append(100.0 * float((pred != T["labels"]).float().mean()))
             for name, values in errors.items():
                 mean, std = mean_std(values)
-                extra: dict[str, Any] = dict(std=round(std, 4), features=features)
+                extra: dict[str, Any] = dict(std=round(std, 4), features=features,
+                                             per_split=[round(v, 2) for v in values])
                 if name == "nabla-TSVM":
                     extra.update(paper_value=PAPER_COIL[n][0], paper_source="seed 001 sec. 7.4.2")
                 records.append(record(BENCH, f"coil/labeled={n}/{features}", f"structssl:{name}",
                                       "error", mean, "%", False, len(values), **extra))
-                print(f"coil n={n:3d} {features:6s} {name:10s} error {mean:5.2f} +- {std:4.2f}",
+                print(f"coil n={n:3d} {features:6s} {name:18s} error {mean:5.2f} +- {std:4.2f}",
                       flush=True)
             for method, value in (("paper:nabla-TSVM", PAPER_COIL[n][0]),
                                   ("paper:TSVM-one-vs-all", PAPER_COIL[n][1])):
                 records.append(record(BENCH, f"coil/labeled={n}/{features}", method, "error",
-                                      value, "%", False, 12, paper_source="seed 001 sec. 7.4.2"))
+                                      value, "%", False, 12, paper_source="seed 001 sec. 7.4.2",
+                                      note="the thesis's number, 12 splits"))
 
 
 # =============================================================================== time
+TIME_SIZES = [10, 25, 50, 100, 200]
+TIME_TSVM_SIZES = [10, 25, 50]  # scaled: nabla-TSVM (+5x unlabeled) only up to 50 labeled
+TIME_MAX_ITERS = 60  # per stage
+
+
 def run_time(quick: bool, records: list[dict[str, Any]], plots: dict[str, Any]) -> None:
-    sizes = [10, 25, 50] if quick else [10, 25, 50, 100, 200]
+    sizes = [10, 25] if quick else TIME_SIZES
+    tsvm_sizes = [10] if quick else TIME_TSVM_SIZES
     pool = CoNLLPool(1, False, 300)
-    curves: dict[str, list[float]] = {"nabla-SVM": [], "nabla-TSVM": []}
+    curves: dict[str, list[tuple[int, float]]] = {"nabla-SVM": [], "nabla-TSVM": []}
     for n in sizes:
         L, U, _ = pool.draw(n, 5 * n, seed=0)
         for name in curves:
-            torch.manual_seed(0)
+            if name == "nabla-TSVM" and n not in tsvm_sizes:
+                continue
             module = _conll_module(pool, "nabla-SVM" if name == "nabla-SVM" else "nabla-TSVM_H",
                                    n, 5 * n)
             start = time.perf_counter()
-            its = fit(module, L, U if name == "nabla-TSVM" else None, 200)
+            its = fit(module, L, U if name == "nabla-TSVM" else None, TIME_MAX_ITERS,
+                      ramp_steps=CONLL_ITERS[2])
             secs = time.perf_counter() - start
-            curves[name].append(secs)
+            curves[name].append((n, secs))
+            plots["time"] = curves
             records.append(record(
                 BENCH, f"time/conll2002-esp/labeled={n}", f"structssl:{name}", "train_time",
                 secs, "s", False, 1, unlabeled=5 * n if name == "nabla-TSVM" else 0,
                 lbfgs_iterations=its,
                 note="staged L-BFGS, each stage stopped at a relative decrease < 1e-4 over 5 "
-                     "iterations (at most 200)"))
+                     f"iterations (at most {TIME_MAX_ITERS}); wall clock on a shared 2-core CPU"))
             print(f"time n={n:3d} {name:10s} {secs:6.1f}s ({its} it)", flush=True)
-    plots["time"] = (sizes, curves)
 
 
 # =============================================================================== plots
-def save_plots(plots: dict[str, Any], out_dir: Path) -> list[str]:
+def save_plots(plots: dict[str, Any], out_dir: Path, stem: str = "ssl") -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -525,8 +608,8 @@ def save_plots(plots: dict[str, Any], out_dir: Path) -> list[str]:
         ax.set_title("galaxy HMM (RFF ~ RBF), thesis Fig. 7.5 setting")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(out_dir / "ssl_galaxy.png", dpi=110)
-        written.append("ssl_galaxy.png")
+        fig.savefig(out_dir / f"{stem}_galaxy.png", dpi=110)
+        written.append(f"{stem}_galaxy.png")
     for fig_name in ("fig7.6", "fig7.7"):
         key = f"conll_{fig_name}"
         if key not in plots:
@@ -545,48 +628,97 @@ def save_plots(plots: dict[str, Any], out_dir: Path) -> list[str]:
             ax.legend()
         fig.suptitle(f"CoNLL-2002 Spanish, thesis {fig_name.replace('fig', 'Fig. ')} setting")
         fig.tight_layout()
-        name = f"ssl_conll_{fig_name.replace('.', '_')}.png"
+        name = f"{stem}_conll_{fig_name.replace('.', '_')}.png"
         fig.savefig(out_dir / name, dpi=110)
         written.append(name)
     if "time" in plots:
-        sizes, curves = plots["time"]
+        curves = plots["time"]
         fig, ax = plt.subplots(figsize=(5, 3.6))
-        for name, secs in curves.items():
+        for name, pts in curves.items():
             label = name + (" (+5x unlabeled)" if name == "nabla-TSVM" else "")
-            ax.plot(sizes, secs, marker="o", label=label)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
         ax.set_xlabel("labeled sentences")
         ax.set_ylabel("training time (s)")
         ax.set_title("CoNLL-2002 Spanish, thesis Fig. 7.3 setting")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(out_dir / "ssl_time.png", dpi=110)
-        written.append("ssl_time.png")
+        fig.savefig(out_dir / f"{stem}_time.png", dpi=110)
+        written.append(f"{stem}_time.png")
     plt.close("all")
     return written
 
 
 # =============================================================================== main
+PROTOCOL = (
+    "scaled for a shared 2-core CPU: galaxy {gd} draws (thesis 20), labeled {gs}; CoNLL "
+    "10 labeled + {cu} unlabeled (thesis up to 2000), {cd} draws (thesis 100), L-BFGS "
+    "{ci[0]} iterations supervised start + {ci[1]} per C_u stage (C_u 2^-{ci[2]}..1); "
+    "full supervised esp.train L-BFGS capped at {si} iterations; COIL splits 0..{cs1} of 12; "
+    "time: labeled {ts} (nabla-TSVM {tt}), at most {tm} L-BFGS iterations per stage"
+).format(gd=GALAXY_DRAWS, gs=GALAXY_SIZES, cu=CONLL_UNLABELED, cd=CONLL_DRAWS, ci=CONLL_ITERS,
+         si=SUPERVISED_ITERS, cs1=COIL_SPLITS - 1, ts=TIME_SIZES, tt=TIME_TSVM_SIZES, tm=TIME_MAX_ITERS)
+
+
+class IncrementalRecords(list):  # type: ignore[type-arg]
+    """The result records; every ``append`` rewrites the JSON file (a cut-off run keeps what
+    it has measured)."""
+
+    def __init__(self, write: Callable[[list[dict[str, Any]]], None]) -> None:
+        super().__init__()
+        self._write = write
+
+    def append(self, item: dict[str, Any]) -> None:
+        super().append(item)
+        self._write(self)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="about a minute per experiment")
-    parser.add_argument("--only", default="galaxy,conll,supervised,coil,time",
-                        help="comma-separated subset of galaxy,conll,supervised,coil,time")
+    parser.add_argument("--only", default="galaxy,coil,conll,supervised,time",
+                        help="comma-separated subset of galaxy,coil,conll,supervised,time")
     parser.add_argument("--out", type=Path, default=None, help="results JSON path")
+    parser.add_argument("--cu", type=float, default=1.0,
+                        help="final C_u of the CoNLL semi-supervised methods (default 1)")
+    parser.add_argument("--conll-figures", default="fig7.6,fig7.7",
+                        help="CoNLL settings to run: fig7.6 and/or fig7.7")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     only = set(args.only.split(","))
     unknown = only - {"galaxy", "conll", "supervised", "coil", "time"}
     if unknown:
         parser.error(f"--only: unknown experiments {sorted(unknown)}")
-    records: list[dict[str, Any]] = []
     plots: dict[str, Any] = {}
     start = time.perf_counter()
+    out_dir = (args.out.parent if args.out else RESULTS)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    finished: list[str] = []
+    pngs: list[str] = []
+
+    def write(records: list[dict[str, Any]]) -> Path:
+        head = header(
+            torch.device("cpu"), "quick" if args.quick else "full",
+            protocol="quick smoke run" if args.quick else PROTOCOL,
+            conll_Cu=args.cu, conll_figures=args.conll_figures,
+            experiments=sorted(only), finished=list(finished),
+            complete=len(finished) == len(only),
+            wall_seconds=round(time.perf_counter() - start, 1),
+            training="procedure modules' objective_terms driven by full-batch torch.optim.LBFGS "
+                     "(no pl.Trainer) from N(0, 0.01^2) weights; supervised start, then C_u "
+                     "ramp 2^-K..1 (galaxy, COIL: K = 5)",
+            hyperparameters=dict(C=C, epsilon=EPSILON, tau=TAU, rho=RHO, init_std=INIT_STD),
+            plots=pngs,
+        )
+        return write_results(BENCH, head, records, args.out)
+
+    records = IncrementalRecords(write)
     runners: list[tuple[str, Callable[[], None]]] = [
         ("galaxy", lambda: run_galaxy(args.quick, records, plots)),
-        ("conll", lambda: run_conll(args.quick, records, plots)),
-        ("supervised", lambda: run_conll_supervised(args.quick, records)),
         ("coil", lambda: run_coil(args.quick, records)),
+        ("conll", lambda: run_conll(args.quick, records, plots, args.cu,
+                                    args.conll_figures.split(","))),
         ("time", lambda: run_time(args.quick, records, plots)),
+        ("supervised", lambda: run_conll_supervised(args.quick, records)),
     ]
     for name, run in runners:
         if name not in only:
@@ -598,20 +730,21 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 data_file("conll2002/esp.train", "CoNLL-2002 Spanish training file")
             except FileNotFoundError as err:
                 print(f"{name} skipped: {err}", flush=True)
+                finished.append(name)
                 continue
-        run()
-    out_dir = (args.out.parent if args.out else RESULTS)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pngs = save_plots(plots, out_dir) if not args.quick or args.out else []
-    head = header(
-        torch.device("cpu"), "quick" if args.quick else "full",
-        experiments=sorted(only), wall_seconds=round(time.perf_counter() - start, 1),
-        training="procedure modules' objective_terms driven by full-batch torch.optim.LBFGS "
-                 "(no pl.Trainer); supervised start, then C_u ramp 2^-5..1",
-        hyperparameters=dict(C=C, epsilon=EPSILON, tau=TAU, rho=RHO),
-        plots=pngs,
-    )
-    path = write_results(BENCH, head, records, args.out)
+        try:
+            run()
+        except Exception:  # keep the other experiments' results; the log has the traceback
+            import traceback
+
+            traceback.print_exc()
+            print(f"{name} FAILED", flush=True)
+        else:
+            finished.append(name)
+        if not args.quick or args.out:
+            pngs[:] = save_plots(plots, out_dir, args.out.stem if args.out else BENCH)
+        write(records)
+    path = write(records)
     print(f"wrote {path} ({len(records)} records, {time.perf_counter() - start:.0f}s)")
 
 

@@ -150,6 +150,13 @@ def write_results(
     return path
 
 
+def _fmt(value: Any) -> str:
+    """A table cell: two decimals for numbers, "–" for a missing or undefined value."""
+    if isinstance(value, (int, float)) and value == value:
+        return f"{value:.2f}"
+    return "–" if value is None else str(value)
+
+
 def markdown_table(records: list[dict[str, Any]], metric: str) -> str:
     """A task x method table of one metric (median time or memory)."""
     rows = [r for r in records if r["metric"] == metric]
@@ -160,6 +167,6 @@ def markdown_table(records: list[dict[str, Any]], metric: str) -> str:
     lines = [f"| task ({metric}, {unit}) | " + " | ".join(methods) + " |",
              "|---" * (len(methods) + 1) + "|"]
     for t in tasks:
-        vals = [f"{cell[(t, m)]:.2f}" if (t, m) in cell else "–" for m in methods]
+        vals = [_fmt(cell.get((t, m))) for m in methods]
         lines.append(f"| {t} | " + " | ".join(vals) + " |")
     return "\n".join(lines)

@@ -475,3 +475,54 @@ def test_resume_with_other_schedule_raises() -> None:
     state = cb.state_dict()
     with pytest.raises(ValueError, match="schedule must match this one"):
         CBarrier(steps=3).load_state_dict(state)
+
+
+def test_transductive_term_moves_the_boundary_into_the_gap() -> None:
+    """The unlabeled nabla-TSVM term works end to end (sign, C_u scaling, pseudo-labels).
+
+    Two vertically elongated clusters at x = -2 and x = +2; one labeled point per cluster at
+    opposite heights, so the supervised max-margin boundary is tilted and cuts both clusters
+    (about a quarter of the unlabeled points wrong). With the unlabeled term ramped in, the
+    boundary must rotate into the empty gap at x = 0 (thesis ch. 7.2, the cluster assumption).
+    """
+    from structssl.scorers import MultiClassScorer
+    from structssl.structures import MultiClass
+
+    g = torch.Generator().manual_seed(0)
+
+    def cluster(cx: float, k: int) -> torch.Tensor:
+        return torch.stack([cx + 0.3 * torch.randn(k, generator=g), 2.0 * torch.randn(k, generator=g)], 1)
+
+    unlabeled = {"inputs": torch.cat([cluster(-2.0, 40), cluster(2.0, 40)])}
+    gold = torch.cat([torch.zeros(40), torch.ones(40)]).long()
+    labeled = {"inputs": torch.tensor([[-2.0, 3.0], [2.0, -3.0]]), "labels": torch.tensor([0, 1])}
+
+    def error(module: Any, ramp: list[float]) -> float:
+        opt = torch.optim.LBFGS(module.scorer.parameters(), max_iter=50,
+                                line_search_fn="strong_wolfe")
+        for cu in [0.0] + ramp:  # supervised start, then the C_u ramp
+            batch: dict[str, Any] = {"labeled": labeled}
+            if cu > 0:
+                module.set_current("Cu", cu * module.Cu)
+                batch["unlabeled"] = unlabeled
+
+            def closure() -> torch.Tensor:
+                opt.zero_grad()
+                value = module.objective_terms(batch).objective
+                value.backward()
+                return value
+
+            opt.step(closure)
+        with torch.inference_mode():
+            return float((module.decode(unlabeled) != gold).float().mean())
+
+    common = dict(num_labeled=2, task="multiclass")
+    svm = SupervisedModule(MultiClass(2), MultiClassScorer(2, input_dim=2),
+                           NablaSVMLoss(cost="zero_one"), **common)
+    tsvm = TransductiveModule(MultiClass(2), MultiClassScorer(2, input_dim=2),
+                              NablaSVMLoss(cost="zero_one"), NablaTSVMLoss(cost="zero_one"),
+                              Cu=1.0, num_unlabeled=80, **common)
+    supervised = error(svm, [])
+    transductive = error(tsvm, [2.0**-k for k in range(5, -1, -1)])
+    assert supervised > 0.15  # the tilted supervised boundary cuts the clusters
+    assert transductive < 0.05 < supervised - 0.1
