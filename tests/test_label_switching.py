@@ -18,6 +18,7 @@ from structssl.constraints import (
     WordLabels,
 )
 from structssl.data.datamodule import SemiSupervisedDataModule
+from structssl.data.treebank_module import GrammarCKY, GrammarScorer
 from structssl.inference.label_switching import (
     SymbolProportion,
     _ChainEvaluator,
@@ -29,9 +30,14 @@ from structssl.inference.label_switching import (
     unlabeled_hinge,
 )
 from structssl.scorers.chain import LinearChainScorer
+from structssl.semirings import LOG_ZERO
 from structssl.structures.cky import CKY
 from structssl.structures.linear_chain import LinearChain
-from structssl.training.label_switching import LabelSwitchingAnnealing, LabelSwitchingModule
+from structssl.training.label_switching import (
+    LabelSwitchingAnnealing,
+    LabelSwitchingModule,
+    plot_label_switching,
+)
 
 NAMES = ["a", "b", "c"]
 WORDS = ["x", "y", ",", "z"]
@@ -305,3 +311,82 @@ def test_module_errors():
         LabelSwitchingAnnealing(factor=1.0)
     with pytest.raises(ValueError, match="mode must be 'max' or 'min'"):
         LabelSwitchingAnnealing(mode="best")
+
+
+# ---------------------------------------------------------------------------------- grammar CKY
+def _sparse_grammar(seed: int, nt: int = 6):
+    g = torch.Generator().manual_seed(seed)
+    allowed = torch.rand(nt, nt, nt, generator=g) < 0.15
+    allowed[0, 1, 1] = allowed[0, 0, 1] = allowed[0, 1, 0] = allowed[0, 0, 0] = True  # every sentence parses
+    rules = torch.randn(nt, nt, nt, generator=g, dtype=torch.float64)
+    rules = torch.where(allowed, rules, torch.full((), LOG_ZERO, dtype=torch.float64))
+    terms = torch.randn(3, 5, nt, generator=g, dtype=torch.float64)
+    return CKY.potentials_from(terms, rules, torch.randn(nt, generator=g, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_grammar_cky_argmax_matches_dense_cky(seed):
+    pot = _sparse_grammar(seed)
+    lengths = torch.tensor([5, 3, 1])
+    y1, s1 = CKY(6).argmax(pot, lengths)
+    y2, s2 = GrammarCKY(6).argmax(pot, lengths)
+    assert torch.equal(y1, y2) and torch.allclose(s1, s2)
+    a1, _ = CKY(6).cost_augmented_argmax(pot, y1, lengths, cost="hamming")
+    a2, _ = GrammarCKY(6).cost_augmented_argmax(pot, y1, lengths, cost="hamming")
+    assert torch.equal(a1, a2)
+
+
+def test_grammar_cky_falls_back_when_nothing_parses():
+    nt = 3
+    rules = torch.full((nt, nt, nt), LOG_ZERO, dtype=torch.float64)
+    rules[0, 1, 2] = 0.0  # only A -> B C; a sentence of leaves that cannot be B C has no parse
+    terms = torch.zeros(1, 2, nt, dtype=torch.float64)
+    terms[0, 1, 2] = LOG_ZERO
+    terms[0, 0, 1] = LOG_ZERO
+    pot = CKY.potentials_from(terms, rules)
+    y1, _ = CKY(nt).argmax(pot)
+    y2, _ = GrammarCKY(nt).argmax(pot)
+    assert torch.equal(y1, y2)
+
+
+def test_symbol_proportion_names_bind_and_module_binds_them():
+    sp = SymbolProportion(["S", 2], 0.5)
+    assert sp.label_names is None
+    with pytest.raises(ValueError, match="names symbols; call bind"):
+        sp.counts(torch.zeros(1, 1, 3, dtype=torch.long), torch.tensor([1]))
+    bound = sp.bind(["NP", "S", "VP"])
+    assert bound.symbols == [1, 2] and bound.label_names == [1, 2]
+    with pytest.raises(ValueError, match=r"symbols \['X'\] are not in the grammar"):
+        SymbolProportion(["X"], 0.5).bind(["NP"])
+    pot, lengths = _tree_problem(0)
+    labels, _ = CKY(3).argmax(pot, lengths)
+    with pytest.raises(ValueError, match="is not bound to a label list"):
+        leaf_rule_switching(CKY(3), pot, labels, lengths, [sp])
+
+
+def test_grammar_scorer_adopts_the_data_module_grammar():
+    class _Grammar:
+        lexicon = torch.tensor([[False, False], [True, False], [False, True]])
+        allowed_terms = torch.tensor([True, True])
+        allowed_rules = torch.zeros(2, 2, 2, dtype=torch.bool)
+        allowed_roots = torch.tensor([True, False])
+
+    scorer = GrammarScorer(3, 4)
+    scorer.adopt_grammar(_Grammar())
+    assert scorer.lexicon.shape == (4, 3) and not bool(scorer.lexicon[3].any())
+    assert scorer.allowed_rules.shape == (3, 3, 3) and not bool(scorer.allowed_terms[2])
+    with pytest.raises(ValueError, match="set num_symbols >= 2 and num_words >= 3"):
+        GrammarScorer(1, 4).adopt_grammar(_Grammar())
+    with pytest.raises(ValueError, match="needs a set-up TreebankDataModule"):
+        GrammarScorer(3, 4).adopt_grammar(object())
+
+
+def test_plot_label_switching_writes_the_three_figures(tmp_path):
+    hist = [
+        {"epoch": 0, "Cu": 0.0, "switches": 0, "objective": 3.0, "test_accuracy": 50.0},
+        {"epoch": 1, "Cu": 0.5, "switches": 7, "objective": 2.0, "test_accuracy": 60.0, "selected": True},
+        {"epoch": 2, "Cu": 1.0, "switches": 1, "objective": 2.5, "test_accuracy": 58.0},
+    ]
+    paths = plot_label_switching({"run": hist, "other": hist[:2]}, str(tmp_path / "ls"), title="t")
+    assert [p.rsplit("_", 1)[-1] for p in paths] == ["objective.png", "accuracy.png", "switches.png"]
+    assert all((tmp_path / p.rsplit("/", 1)[-1]).stat().st_size > 0 for p in paths)

@@ -45,7 +45,7 @@ trial is kept when it lowers ``F``. Each trial is batched over all examples.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, NamedTuple, Optional, Sequence
+from typing import Any, Literal, NamedTuple, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -67,6 +67,8 @@ __all__ = [
 Cost = Literal["hamming", "zero_one"]
 Tokens = Optional[Sequence[Sequence[str]]]
 _TOL = 1e-9
+#: examples per length-sorted chunk of the chain evaluator's max-marginal refresh
+_REFRESH_CHUNK = 128
 
 
 class SwitchingResult(NamedTuple):
@@ -101,7 +103,8 @@ class SymbolProportion:
     ratio (``"ge"``: ``[target - ratio]+``, ``"le"``: ``[ratio - target]+``) of summed counts.
 
     Args:
-        symbols: symbol indices counted in the numerator.
+        symbols: symbols counted in the numerator: indices, or names resolved by
+            :meth:`bind` (``LabelSwitchingModule`` binds them to the data module's ``symbols``).
         target: the proportion in [0, 1].
         bound: ``"eq"``, ``"ge"`` or ``"le"``.
         nodes: ``"internal"`` (binary rules ``A -> B C``, by their left-hand side),
@@ -117,7 +120,7 @@ class SymbolProportion:
 
     def __init__(
         self,
-        symbols: Sequence[int],
+        symbols: Sequence[Union[int, str]],
         target: float,
         bound: Literal["eq", "ge", "le"] = "eq",
         nodes: Literal["internal", "leaves", "all"] = "internal",
@@ -125,8 +128,9 @@ class SymbolProportion:
         name: Optional[str] = None,
     ) -> None:
         syms = list(symbols)
-        if not syms or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in syms):
-            raise ValueError(f"symbols must be a non-empty list of symbol indices >= 0; got {syms!r}")
+        ok = lambda s: isinstance(s, str) or (isinstance(s, int) and not isinstance(s, bool) and s >= 0)  # noqa: E731
+        if not syms or not all(ok(s) for s in syms):
+            raise ValueError(f"symbols must be a non-empty list of symbol indices >= 0 or names; got {syms!r}")
         if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 <= target <= 1.0:
             raise ValueError(f"target must be a proportion in [0, 1]; got {target!r}")
         if bound not in ("eq", "ge", "le"):
@@ -142,8 +146,28 @@ class SymbolProportion:
         self.weight = float(weight)
         self.name = name or f"SymbolProportion({syms}, {bound} {target})"
 
+    @property
+    def label_names(self) -> Optional[list[int]]:
+        """The symbol indices, or None while some symbol is an unbound name."""
+        return None if any(isinstance(s, str) for s in self.symbols) else list(self.symbols)  # type: ignore[arg-type]
+
+    def bind(self, vocabulary: Sequence[str]) -> "SymbolProportion":
+        """A copy with symbol names replaced by their indices in ``vocabulary``.
+
+        Raises:
+            ValueError: a name not in ``vocabulary``.
+        """
+        index = {name: i for i, name in enumerate(vocabulary)}
+        missing = [s for s in self.symbols if isinstance(s, str) and s not in index]
+        if missing:
+            raise ValueError(f"symbols {missing} are not in the grammar's symbols {list(vocabulary)}")
+        syms = [index[s] if isinstance(s, str) else s for s in self.symbols]
+        return SymbolProportion(syms, self.target, self.bound, self.nodes, self.weight, self.name)
+
     def counts(self, labels: Tensor, lengths: Tensor, tokens: Tokens = None) -> Tensor:
         """Counts of trees. Shape: labels (B, 2N - 1, 3), lengths (B,) -> (B, 2)."""
+        if self.label_names is None:
+            raise ValueError(f"{self.name} names symbols; call bind(symbols) first")
         if not isinstance(labels, Tensor) or labels.dim() != 3 or labels.shape[-1] != 3:
             got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
             raise ValueError(f"labels must have shape (B, 2N - 1, 3); got {got}")
@@ -388,16 +412,20 @@ class _ChainEvaluator:
         max-marginals of the Hamming-augmented potentials and scores."""
         if self.cu > 0 and rows.numel():
             c = self.c
-            y, ln, pot = labels[rows], self.lengths[rows], self.pot[rows]
-            valid = torch.arange(y.shape[1], device=y.device) < ln.unsqueeze(1)
-            wrong = (1.0 - torch.nn.functional.one_hot(y, c).to(pot.dtype)) * valid.unsqueeze(2)
-            mm = _max_marginals(pot + wrong.unsqueeze(2), ln)
-            score = LinearChain(c, validate=False)._score(pot, y, ln)
             if "mm" not in state:
-                state["mm"] = mm.new_zeros(labels.shape + (c,))
-                state["score"] = score.new_zeros(labels.shape[0])
-            state["mm"][rows] = mm
-            state["score"][rows] = score
+                state["mm"] = self.pot.new_zeros(labels.shape + (c,))
+                state["score"] = self.pot.new_zeros(labels.shape[0])
+            # rows in chunks of similar lengths, each cut to its longest example (the dynamic
+            # program is sequential in the length: padding would cost as much as real tokens)
+            ln_all = self.lengths[rows]
+            for chunk in ln_all.argsort().split(_REFRESH_CHUNK):
+                r, ln = rows[chunk], ln_all[chunk]
+                n = int(ln.max())
+                y, pot = labels[r, :n], self.pot[r, :n]
+                valid = torch.arange(n, device=y.device) < ln.unsqueeze(1)
+                wrong = (1.0 - torch.nn.functional.one_hot(y, c).to(pot.dtype)) * valid.unsqueeze(2)
+                state["mm"][r, :n] = _max_marginals(pot + wrong.unsqueeze(2), ln)
+                state["score"][r] = LinearChain(c, validate=False)._score(pot, y, ln).to(state["score"].dtype)
 
 
 class _GenericEvaluator:

@@ -54,7 +54,7 @@ from structssl.structures.base import Structure
 from structssl.structures.cky import CKY
 from structssl.training.modules import Batch, ObjectiveTerms, OptimizerName, StructuredModule, Task
 
-__all__ = ["LabelSwitchingModule", "LabelSwitchingAnnealing"]
+__all__ = ["LabelSwitchingModule", "LabelSwitchingAnnealing", "plot_label_switching"]
 
 
 def _count(value: Optional[int], name: str, minimum: int, allow_none: bool = True) -> Optional[int]:
@@ -155,6 +155,12 @@ class LabelSwitchingModule(StructuredModule):
         super().setup(stage)
         trainer = self._trainer
         dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        adopt = getattr(self.scorer, "adopt_grammar", None)
+        if callable(adopt) and dm is not None and getattr(dm, "lexicon", None) is not None:
+            adopt(dm)  # a GrammarScorer configured by sizes only takes the treebank's grammar
+        vocabulary = getattr(dm, "symbols", None)
+        if self.is_tree and self.constraints is not None and vocabulary:
+            self.constraints = [c.bind(list(vocabulary)) for c in self.constraints]
         names = getattr(dm, "label_names", None)
         if (
             not self.is_tree
@@ -427,3 +433,61 @@ class LabelSwitchingAnnealing(pl.Callback):
         self.records = copy.deepcopy(state_dict["records"])
         self.best_index = int(state_dict["best_index"])
         self.best_state = state_dict["best_state"]
+
+
+#: the quantities of :func:`plot_label_switching`: (history key, y-axis label, file suffix)
+_PLOTS = (
+    ("objective", "primal objective J(w, Y)", "objective"),
+    ("test_accuracy", "test accuracy (%)", "test_accuracy"),
+    ("switches", "label switches", "switches"),
+)
+
+
+def plot_label_switching(
+    histories: dict[str, list[dict[str, Any]]], prefix: str, title: str = ""
+) -> list[str]:
+    """Seed 003's Figures 2-4: objective, test accuracy and switches per iteration as PNGs.
+
+    Args:
+        histories: panel title -> :attr:`LabelSwitchingModule.history` records (one per
+            alternation; ``test_accuracy`` is read when present, e.g. added by a callback;
+            a record with ``"selected": True`` gets the paper's square marker).
+        prefix: output path prefix; writes ``<prefix>_objective.png``,
+            ``<prefix>_test_accuracy.png`` and ``<prefix>_switches.png`` (a quantity absent
+            from every record is skipped).
+        title: figure title prefix.
+
+    Returns:
+        The paths written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for key, ylabel, suffix in _PLOTS:
+        panels = [(name, h) for name, h in histories.items() if any(key in r for r in h)]
+        if not panels:
+            continue
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.2), squeeze=False)
+        for ax, (name, hist) in zip(axes[0], panels):
+            rows = [r for r in hist if key in r]
+            ax.plot([r["epoch"] for r in rows], [r[key] for r in rows], "-o", ms=3)
+            changes = [b["epoch"] for a, b in zip(hist, hist[1:]) if a.get("Cu") != b.get("Cu")]
+            for e in changes:  # a new Cu (the spikes of the paper's plots)
+                ax.axvline(e - 0.5, color="0.8", lw=0.8, zorder=0)
+            for r in rows:
+                if r.get("selected"):
+                    ax.plot([r["epoch"]], [r[key]], "s", ms=9, mfc="none", mec="red")
+            ax.set_title(name, fontsize=9)
+            ax.set_xlabel("iteration (alternation)")
+            ax.set_ylabel(ylabel)
+        if title:
+            fig.suptitle(f"{title}: {ylabel}", fontsize=10)
+        fig.tight_layout()
+        path = f"{prefix}_{suffix}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
