@@ -172,6 +172,16 @@ def test_mulan_data_module_splits(tmp_path: Path) -> None:
     assert dm.num_unlabeled_examples == 50 and dm.input_dim == DIM
     trans = MulanDataModule("emotions", 0.1, 1, data_dir=root, transductive=True)
     assert trans.num_unlabeled_examples == 74
+    # the dev split is the unlabeled training set with its labels (seed 004 Fig. 1)
+    dev = next(iter(dm.val_dataloader()))
+    assert torch.equal(dev["labels"], s.unlabeled_labels) and torch.equal(dev["inputs"], s.unlabeled_inputs)
+    small = MulanDataModule("emotions", 0.1, 1, data_dir=root, num_unlabeled=7, max_test=3)
+    small.setup()
+    assert small.num_unlabeled_examples == 7 and len(small.splits["dev"]) == 7
+    assert len(small.splits["test"]) == 3 and len(small.splits["labeled"]) == 6
+    none = MulanDataModule("emotions", 0.1, 1, data_dir=root, evaluate_unlabeled=False)
+    none.setup()
+    assert none.splits["dev"] == []
 
 
 def test_mulan_data_module_errors(tmp_path: Path) -> None:
@@ -179,6 +189,10 @@ def test_mulan_data_module_errors(tmp_path: Path) -> None:
         MulanDataModule("rcv")
     with pytest.raises(ValueError, match=r"labeled_fraction must be a float in \(0, 1\)"):
         MulanDataModule("scene", labeled_fraction=1.5)
+    with pytest.raises(ValueError, match="num_unlabeled must be None or an int >= 0"):
+        MulanDataModule("scene", num_unlabeled=-1)
+    with pytest.raises(ValueError, match="max_test must be None or an int >= 0"):
+        MulanDataModule("scene", max_test=2.5)  # type: ignore[arg-type]
     data = load_pooled("emotions", _write_mulan(tmp_path))
     with pytest.raises(ValueError, match="split_seed must be an int >= 0"):
         mulan_split(data, 0.1, -1)

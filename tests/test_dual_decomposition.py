@@ -278,3 +278,25 @@ def test_constraint_container_errors() -> None:
         c.rates((torch.zeros(1, 3, 2), torch.zeros(1)))
     with pytest.raises(ValueError, match=r"parts must have part shape \(3, 2\)"):
         c.rates((torch.zeros(1, 4, 2),))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ldc_and_lcc_from_labels_are_satisfied_by_the_star_decomposition(seed: int) -> None:
+    """Seed 004's constraints, estimated from a labeled corpus (rates +- 0.05), bind on
+    potentials that push every label on; the star-tree corpus decomposition meets them."""
+    g = torch.Generator().manual_seed(seed)
+    b, k = 40, 4
+    labels = (torch.rand(b, k, generator=g) < 0.4).long()
+    unary = torch.randn(b, k, 2, generator=g, dtype=D)
+    unary[..., 1] += 1.0
+    pair = 0.3 * torch.randn(b, k, k, 2, 2, generator=g, dtype=D)
+    pot = MultiLabelPotentials(unary, (pair + pair.transpose(1, 2).transpose(3, 4)) / 2)
+    c = multilabel_constraints("both", labels, 0.05)
+    free = corpus_dual_decomposition(pot, StarTreeComponents(k), inner_iter=10)
+    free_rates = c.rates(PairwiseMultiLabel(k).to_parts(free.labels))
+    assert float(c.violation(free_rates).max()) > 0.3  # the constraints bind
+    res = corpus_dual_decomposition(pot, StarTreeComponents(k), c, outer_iter=100, inner_iter=10)
+    rates = c.rates(PairwiseMultiLabel(k).to_parts(res.labels))
+    assert res.violation <= 1e-2 and float(c.violation(rates).max()) == pytest.approx(res.violation)
+    assert res.primal <= res.dual + 1e-9 and res.primal <= free.primal + 1e-9
+    assert res.violation_history[-1] >= 0 and len(res.primal_history) == res.outer_iterations

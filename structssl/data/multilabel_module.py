@@ -7,9 +7,11 @@ unlabeled (the rest) examples. Features are standardised with the training part'
 standard deviation (``standardize=True``; constant features are left centred).
 
 Batches (full batch by default): ``{"inputs": (B, D) float, "labels": (B, K) long}``; the
-unlabeled training batch has no ``labels``. There is no dev split (seed 004 fixes sigma^2 = 1
-instead of tuning it); ``val_dataloader`` is empty. :meth:`MulanDataModule.arrays` returns the
-split as tensors for loops without Lightning (the benchmark).
+unlabeled training batch has no ``labels``. Seed 004 has no dev split (it fixes sigma^2 = 1
+instead of tuning it): the dev split here is the unlabeled training examples with their labels
+(``evaluate_unlabeled=True``), which only report the unlabeled-set Micro-F1 of the paper's
+Fig. 1. :meth:`MulanDataModule.arrays` returns the split as tensors for loops without Lightning
+(the benchmark).
 """
 
 from __future__ import annotations
@@ -116,6 +118,12 @@ class MulanDataModule(SemiSupervisedDataModule):
         standardize: standardise features with training statistics.
         data_dir: the data directory (default: ``STRUCTSSL_DATA`` or ``../shared/data``).
         transductive: add the test inputs to the unlabeled set (seed 004 section 6.4).
+        evaluate_unlabeled: the dev split is the unlabeled training examples with their labels
+            (hidden from training), so ``val/micro_f1`` is seed 004 Fig. 1's unlabeled-set
+            curve; ``False``: no dev split.
+        num_unlabeled: keep only the first ``num_unlabeled`` unlabeled examples (``None``: all;
+            for quick runs).
+        max_test: keep only the first ``max_test`` test examples (``None``: all).
         batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
             :class:`~structssl.data.datamodule.SemiSupervisedDataModule`.
     """
@@ -129,6 +137,9 @@ class MulanDataModule(SemiSupervisedDataModule):
         standardize: bool = True,
         data_dir: Optional[PathLike] = None,
         transductive: bool = False,
+        evaluate_unlabeled: bool = True,
+        num_unlabeled: Optional[int] = None,
+        max_test: Optional[int] = None,
         batch_size: Optional[int] = None,
         unlabeled_batch_size: Optional[int] = None,
         eval_batch_size: Optional[int] = None,
@@ -145,6 +156,12 @@ class MulanDataModule(SemiSupervisedDataModule):
         self.standardize = bool(standardize)
         self.data_dir = data_dir
         self.transductive = bool(transductive)
+        for key, value in (("num_unlabeled", num_unlabeled), ("max_test", max_test)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{key} must be None or an int >= 0; got {value!r}")
+        self.num_unlabeled = num_unlabeled
+        self.evaluate_unlabeled = bool(evaluate_unlabeled)
+        self.max_test = max_test
         self.num_labels = MULAN_DATASETS[name][1]
         self._arrays: Optional[MulanSplit] = None
 
@@ -168,9 +185,15 @@ class MulanDataModule(SemiSupervisedDataModule):
         unl_x = s.unlabeled_inputs
         if self.transductive:
             unl_x = torch.cat([unl_x, s.test_inputs])
+        unl_x = unl_x[: self.num_unlabeled]
         unlabeled = [{"inputs": x} for x in unl_x]
-        test = [{"inputs": x, "labels": y} for x, y in zip(s.test_inputs, s.test_labels)]
-        return {"labeled": labeled, "unlabeled": unlabeled, "dev": [], "test": test}
+        dev: list[dict[str, Tensor]] = []
+        if self.evaluate_unlabeled:
+            keep = s.unlabeled_inputs[: self.num_unlabeled], s.unlabeled_labels[: self.num_unlabeled]
+            dev = [{"inputs": x, "labels": y} for x, y in zip(*keep)]
+        test_x, test_y = s.test_inputs[: self.max_test], s.test_labels[: self.max_test]
+        test = [{"inputs": x, "labels": y} for x, y in zip(test_x, test_y)]
+        return {"labeled": labeled, "unlabeled": unlabeled, "dev": dev, "test": test}
 
     @staticmethod
     def collate(examples: list[dict[str, Tensor]]) -> dict[str, Any]:
