@@ -54,6 +54,7 @@ from structssl.clustering.training import (
     SequentialSVM,
     collate_windows,
 )
+from structssl.script_config import parse_with_config
 
 __all__ = ["DECODERS", "STRATEGIES", "build_parser", "decode", "evaluate", "main", "parse_args",
            "train"]
@@ -95,44 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parse ``argv``; a ``--config`` YAML supplies defaults that flags override."""
-    return _parse_with_config(build_parser(), argv)
-
-
-def _parse_with_config(parser: argparse.ArgumentParser,
-                       argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    """Parse ``argv`` with a ``--config`` YAML's values as defaults, each converted by its
-    flag's ``type`` and checked against its ``choices`` like a flag value."""
-    first, _ = parser.parse_known_args(argv)
-    if first.config is not None:
-        import yaml
-
-        if not first.config.is_file():
-            parser.error(f"--config: no such file: {first.config}")
-        content = yaml.safe_load(first.config.read_text()) or {}
-        if not isinstance(content, dict):
-            parser.error(f"--config: {first.config} must hold a mapping of options")
-        actions = {a.dest: a for a in parser._actions if a.dest not in ("help", "config")}
-        unknown = sorted(k for k in content if k.replace("-", "_") not in actions)
-        if unknown:
-            parser.error(f"--config: unknown option(s) {unknown} in {first.config}")
-        defaults = {}
-        for key, value in content.items():
-            action = actions[key.replace("-", "_")]
-            many = action.nargs in ("+", "*")
-            values = value if many and isinstance(value, list) else [value]
-            if many and not isinstance(value, list):
-                parser.error(f"--config: {key} must be a list in {first.config}")
-            try:
-                values = [v if v is None or action.type is None else action.type(v) for v in values]
-            except (TypeError, ValueError):
-                parser.error(f"--config: bad value for {key} in {first.config}: {value!r}")
-            for v in values:
-                if action.choices is not None and v not in action.choices:
-                    parser.error(f"--config: {key} must be one of {list(action.choices)}; "
-                                 f"got {v!r} in {first.config}")
-            defaults[action.dest] = values if many else values[0]
-        parser.set_defaults(**defaults)
-    return parser.parse_args(argv)
+    return parse_with_config(build_parser(), argv)
 
 
 def load_stream(args: argparse.Namespace) -> tuple[list[Message], str]:
