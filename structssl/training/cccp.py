@@ -546,28 +546,30 @@ class CCCPModule(StructuredModule):
         u_value = objective.new_zeros(())
         self._last_uncertified = 0
         if unlabeled is not None and self.current_epoch >= self.supervised_epochs:
-            u_value, self._last_uncertified = self.constraint_term(unlabeled, guided)
+            pot_u = pot_l if self.formulation == "labeling" else None
+            u_value, self._last_uncertified = self.constraint_term(unlabeled, guided, pot_u)
             objective = objective + self.C2 / n * u_value
         return ObjectiveTerms(objective, norm, hinge, u_value)
 
     # ------------------------------------------------------------------ public pieces
-    def constraint_term(self, unlabeled: Batch, guided: Optional[Tensor] = None) -> tuple[Tensor, int]:
+    def constraint_term(
+        self, unlabeled: Batch, guided: Optional[Tensor] = None, potentials: Optional[Tensor] = None
+    ) -> tuple[Tensor, int]:
         """The bracket of eq. (13) on one batch of constraint examples ``j``:
         ``lambda m mean_j ||v_j - a_j||_1 + mean_j B_j`` (multiply by ``C2 / n`` for its share of
         ``J``), with the concave part linearised at ``guided`` (labels (B, N)) when given, else
         its exact max. For ``formulation="labeling"`` pass the labeled batch. Differentiable
-        in ``w`` (and ``v`` in parameter mode).
+        in ``w`` (and ``v`` in parameter mode). ``potentials``: the batch's potentials if the
+        caller has them already (else they are computed).
 
         Returns:
             ``(value, uncertified)``: a scalar tensor and the number of rows whose non-linear
             search was not certified exact.
         """
         n, m = self.dataset_sizes()
-        pot_u = self.potentials(unlabeled)
+        pot_u = self.potentials(unlabeled) if potentials is None else potentials
         assert isinstance(pot_u, Tensor)
-        features, nonlinear = self._features(unlabeled, pot_u.dtype)
-        d = _width(features, nonlinear, pot_u)
-        target = self._targets(unlabeled, d, pot_u.dtype)
+        features, nonlinear, d, target = self._constraint_inputs(unlabeled, pot_u)
         v = self._v(unlabeled, d, target)
         terms = gamma_dc_terms(
             self.structure, pot_u, unlabeled["lengths"], v, self.mu, features, nonlinear,
@@ -577,16 +579,16 @@ class CCCPModule(StructuredModule):
         gamma = self.gamma_weight * m_eff * (v - target).abs().sum(1).mean()
         return gamma + terms.bracket().mean(), int(terms.uncertified.sum())
 
-    def constraint_guided_labels(self, unlabeled: Batch) -> Tensor:
+    def constraint_guided_labels(
+        self, unlabeled: Batch, potentials: Optional[Tensor] = None
+    ) -> Tensor:
         """The constraint-guided argmax of eq. (12)/(15) at the current ``w`` and ``v`` (no
         gradient): the CCCP linearisation point of a batch of constraint examples. Shape
-        (B, N)."""
+        (B, N). ``potentials`` as in :meth:`constraint_term`."""
         with torch.no_grad():
-            pot_u = self.potentials(unlabeled)
+            pot_u = self.potentials(unlabeled) if potentials is None else potentials.detach()
             assert isinstance(pot_u, Tensor)
-            features, nonlinear = self._features(unlabeled, pot_u.dtype)
-            d = _width(features, nonlinear, pot_u)
-            target = self._targets(unlabeled, d, pot_u.dtype)
+            features, nonlinear, d, target = self._constraint_inputs(unlabeled, pot_u)
             v = self._v(unlabeled, d, target).detach()
             coef = self.mu / 2 * v - self.mu / 4
             _, guided, _ = _augmented_max(
@@ -594,6 +596,15 @@ class CCCPModule(StructuredModule):
                 unlabeled.get("tokens"), self.search_k,
             )
         return guided
+
+    def _constraint_inputs(
+        self, batch: Batch, pot: Tensor
+    ) -> tuple[Optional[ConstraintFeatures], list[Constraint], int, Tensor]:
+        """``(features, nonlinear, d, target)`` of a batch of constraint examples: the
+        constraint features, their width and the targets ``a_j`` (B, d)."""
+        features, nonlinear = self._features(batch, pot.dtype)
+        d = _width(features, nonlinear, pot)
+        return features, nonlinear, d, self._targets(batch, d, pot.dtype)
 
     def _linearization(self, batch: Batch, batch_idx: int) -> Optional[Tensor]:
         """The constraint-guided labels of the current outer iteration (cached, no grad)."""
@@ -614,19 +625,12 @@ class CCCPModule(StructuredModule):
         with torch.no_grad():
             pot_u = self.potentials(unlabeled)
             assert isinstance(pot_u, Tensor)
-            features, nonlinear = self._features(unlabeled, pot_u.dtype)
-            d = _width(features, nonlinear, pot_u)
-            target = self._targets(unlabeled, d, pot_u.dtype)
             if self.v_mode == "parameter" and self.v_init == "prediction" and outer == 0:
+                features, nonlinear = self._features(unlabeled, pot_u.dtype)
                 labels, _ = self.structure.argmax(pot_u, unlabeled["lengths"])
                 phi = _phi(self.structure, features, nonlinear, labels, unlabeled["lengths"], unlabeled.get("tokens"), pot_u.dtype)
                 self._init_v_prediction(unlabeled, phi)
-            v = self._v(unlabeled, d, target).detach()
-            coef = self.mu / 2 * v - self.mu / 4
-            _, guided, _ = _augmented_max(
-                self.structure, pot_u, unlabeled["lengths"], coef, features, nonlinear,
-                unlabeled.get("tokens"), self.search_k,
-            )
+        guided = self.constraint_guided_labels(unlabeled, pot_u)
         self._linearized[key] = guided
         return guided
 
