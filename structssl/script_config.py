@@ -5,9 +5,28 @@ given on the command line override them."""
 from __future__ import annotations
 
 import argparse
-from typing import Optional, Sequence
+import json
+from pathlib import Path
+from typing import Any, Optional, Sequence
 
-__all__ = ["parse_with_config"]
+__all__ = ["config_parser", "parse_with_config", "write_summary"]
+
+
+def config_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """An argument parser with the ``--config`` option that :func:`parse_with_config` reads."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--config", type=Path, default=None,
+                        help="YAML file of defaults (keys: the long flag names, '_' for '-')")
+    return parser
+
+
+def write_summary(path: Path, args: argparse.Namespace, data: str, results: dict[str, Any]) -> None:
+    """Write ``{"options": args, "data": data, "results": results}`` as JSON to ``path`` (paths
+    in the options as strings), creating its folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opts = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    content = {"options": opts, "data": data, "results": results}
+    path.write_text(json.dumps(content, indent=1) + "\n")
 
 
 def parse_with_config(parser: argparse.ArgumentParser,

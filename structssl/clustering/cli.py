@@ -26,7 +26,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
@@ -54,7 +53,7 @@ from structssl.clustering.training import (
     SequentialSVM,
     collate_windows,
 )
-from structssl.script_config import parse_with_config
+from structssl.script_config import config_parser, parse_with_config, write_summary
 
 __all__ = ["DECODERS", "STRATEGIES", "build_parser", "decode", "evaluate", "main", "parse_args",
            "train"]
@@ -67,12 +66,10 @@ DECODERS = ("sequential", "lp", "greedy")
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m structssl.clustering``."""
-    p = argparse.ArgumentParser(
-        prog="python -m structssl.clustering",
-        description="Supervised clustering of message streams (thesis chapter 8).",
+    p = config_parser(
+        "python -m structssl.clustering",
+        "Supervised clustering of message streams (thesis chapter 8).",
     )
-    p.add_argument("--config", type=Path, default=None,
-                   help="YAML file of defaults (keys: the long flag names, '_' for '-')")
     p.add_argument("--data", choices=("synthetic", "mail"), default="synthetic")
     p.add_argument("--num-messages", type=int, default=600, help="synthetic stream length")
     p.add_argument("--mail", type=Path, default=None, help="folder of .eml files or an mbox")
@@ -242,8 +239,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     print(f"({time.perf_counter() - start:.1f}s)")
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        opts = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-        args.out.write_text(json.dumps({"options": opts, "data": what, "results": summary},
-                                       indent=1) + "\n")
+        write_summary(args.out, args, what, summary)
     return 0

@@ -24,7 +24,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -42,7 +41,7 @@ from structssl.regression.corlsr import (
     scaled_rmse,
 )
 from structssl.regression.kernels import eta_heuristic
-from structssl.script_config import parse_with_config
+from structssl.script_config import config_parser, parse_with_config, write_summary
 
 __all__ = ["METHODS", "build_parser", "inverse_cv", "load_data", "main", "parse_args"]
 
@@ -53,12 +52,10 @@ DATASETS = ("diabetes", "linnerud", "synthetic")
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m structssl.regression``."""
-    p = argparse.ArgumentParser(
-        prog="python -m structssl.regression",
-        description="coRLSR vs RLSR with the thesis's inverse cross-validation (chapter 4).",
+    p = config_parser(
+        "python -m structssl.regression",
+        "coRLSR vs RLSR with the thesis's inverse cross-validation (chapter 4).",
     )
-    p.add_argument("--config", type=Path, default=None,
-                   help="YAML file of defaults (keys: the long flag names, '_' for '-')")
     p.add_argument("--data", default="diabetes",
                    help=f"one of {', '.join(DATASETS)}, or a CSV path (needs --target)")
     p.add_argument("--target", default=None, help="target column of a CSV file")
@@ -222,8 +219,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"  {m:24s} scaled RMSE {mean:.4f} ± {std:.4f}")
     print(f"({time.perf_counter() - start:.1f}s)")
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        opts = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-        args.out.write_text(json.dumps({"options": opts, "data": what, "results": summary},
-                                       indent=1) + "\n")
+        write_summary(args.out, args, what, summary)
     return 0
