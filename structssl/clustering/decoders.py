@@ -110,9 +110,9 @@ def lp_decode(
     weights = potentials.detach().to(torch.float64)
     offset = torch.zeros(weights.shape[0], dtype=torch.float64)
     if target is not None:
-        cost, off = structure.delta_total_terms(target, lengths)
-        weights = weights + cost.to(device=weights.device, dtype=torch.float64)
-        offset = off.to(torch.float64).cpu()
+        cost, off = structure.delta_total_terms(target, lengths, torch.float64)
+        weights = weights + cost.to(weights.device)
+        offset = off.cpu()
     b, n = weights.shape[0], weights.shape[1]
     w_np = weights.cpu().numpy()
     z = np.zeros((b, n, n))

@@ -296,17 +296,20 @@ class SequentialClustering(Structure):
             sums.scatter_add_(1, lab, row.detach().masked_fill(~inside, 0.0))
             return _choose(sums, num)
 
-    def delta_total_terms(self, target: Tensor, lengths: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+    def delta_total_terms(
+        self, target: Tensor, lengths: Optional[Tensor] = None, dtype: Optional[torch.dtype] = None
+    ) -> tuple[Tensor, Tensor]:
         """``Delta_total(target, z) = offset + <cost, z>`` for every (fractional) adjacency z.
 
         Shape:
-            target: (B, N); lengths: (B,). Returns cost (B, N, N) (strict lower triangle,
-            default dtype) and offset (B,).
+            target: (B, N); lengths: (B,). Returns cost (B, N, N) (strict lower triangle) and
+            offset (B,), computed in ``dtype`` (default: torch's default dtype); pass the
+            potentials' dtype so float64 scores are not rounded through float32.
         """
         lengths = self._lengths_of(target, lengths, "target")
         target = self.check_labels(target, lengths, "target")
         y = self.to_parts(target, lengths)
-        inv_d = _inverse_denominators(target, lengths)
+        inv_d = _inverse_denominators(target, lengths, dtype)
         cost = (1 - 2 * y) * inv_d
         return cost, (y * inv_d).flatten(1).sum(1)
 
@@ -332,8 +335,8 @@ class SequentialClustering(Structure):
     ) -> tuple[Tensor, Tensor]:
         """``(potentials + cost, offset)``: the loss-augmented score of z is ``<., z> + offset``."""
         potentials, lengths = self.check(potentials, lengths)
-        cost, offset = self.delta_total_terms(target, lengths)
-        return potentials + cost.to(potentials.dtype), offset.to(potentials.dtype)
+        cost, offset = self.delta_total_terms(target, lengths, potentials.dtype)
+        return potentials + cost, offset
 
     def loss_augmented_decode(
         self, potentials: Tensor, target: Tensor, lengths: Optional[Tensor] = None
@@ -417,11 +420,14 @@ class SequentialClustering(Structure):
         return Reassignments(margins, delta.masked_fill(~mask, 0.0), mask)
 
 
-def _inverse_denominators(target: Tensor, lengths: Tensor) -> Tensor:
-    """``1 / d_jk`` with ``d_jk = |cluster(k)| - [y]_jk`` on valid pairs, else 0. (B, N, N)."""
+def _inverse_denominators(
+    target: Tensor, lengths: Tensor, dtype: Optional[torch.dtype] = None
+) -> Tensor:
+    """``1 / d_jk`` with ``d_jk = |cluster(k)| - [y]_jk`` on valid pairs, else 0. (B, N, N)
+    in ``dtype`` (default: torch's default dtype)."""
     b, n = target.shape
     valid = torch.arange(n, device=target.device).view(1, n) < lengths.view(-1, 1)
-    dtype = torch.get_default_dtype()
+    dtype = dtype if dtype is not None else torch.get_default_dtype()
     onehot = torch.nn.functional.one_hot(target, n).to(dtype) * valid.unsqueeze(2)
     size = onehot.sum(1).gather(1, target)  # (B, N): size of each message's cluster
     y = (target.unsqueeze(2) == target.unsqueeze(1)).to(dtype)

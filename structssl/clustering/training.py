@@ -356,7 +356,7 @@ class CompactLPSVM(_Trainer):
                 f"(cubic QP); got a window of {int(lengths.max())}"
             )
         structure = SequentialClustering()
-        cost, offset = structure.delta_total_terms(labels, lengths)
+        cost, offset = structure.delta_total_terms(labels, lengths, torch.float64)
         parts = structure.to_parts(labels, lengths).to(torch.float64)
         phi = (features * parts.unsqueeze(-1)).sum((1, 2)).numpy()  # (B, d)
         b, d = features.shape[0], features.shape[-1]
