@@ -51,60 +51,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, header, median_ms, record, write_results  # noqa: E402
 
 from structssl.clustering import (  # noqa: E402
-    CompactLPSVM,
-    NablaSequentialSVM,
     PairwiseFeatures,
-    PairwiseSVM,
     SequentialClustering,
     SequentialSVM,
     batch_windows,
     cluster_labels,
     collate_windows,
     cross_validation_windows,
-    greedy_agglomerative,
     lp_decode,
     synthetic_stream,
 )
+from structssl.clustering.cli import COMPACT_EPS_PROX, DECODERS, STRATEGIES, decode, train  # noqa: E402
 
 BENCH = "clustering"
 COMPACT_T = 10
-STRATEGIES = ("sequential", "nabla", "compact", "pairwise")
-DECODERS = ("sequential", "lp", "greedy")
 S = SequentialClustering()
-COMPACT_EPS_PROX = (1e-2, 1e-1, 1.0)  # DAQP proximal weights tried in turn on OP 8.1
 COMPACT_FALLBACKS: list = []  # eps_prox values at which DAQP failed (then the next is tried)
-
-
-def train(strategy: str, feats_list, labels_list, C: float):
-    if strategy == "compact":
-        chunks_f, chunks_l = [], []
-        for f, y in zip(feats_list, labels_list):
-            for s in range(0, f.shape[0] - COMPACT_T + 1, COMPACT_T):
-                chunks_f.append(f[s : s + COMPACT_T, s : s + COMPACT_T])
-                chunks_l.append(y[s : s + COMPACT_T])
-        # at most as many chunks as there are training windows, spread over them
-        step = max(1, len(chunks_f) // len(feats_list))
-        chunks_f, chunks_l = chunks_f[::step][: len(feats_list)], chunks_l[::step][: len(feats_list)]
-        x, y, n = collate_windows(chunks_f, chunks_l)
-        for eps_prox in COMPACT_EPS_PROX:  # DAQP reports no solution on some folds at 1e-2
-            try:
-                return CompactLPSVM(C=C, max_window=COMPACT_T, eps_prox=eps_prox).fit(x, y, n)
-            except RuntimeError as err:
-                print(f"  compact: {err} (eps_prox={eps_prox}); retrying", flush=True)
-                COMPACT_FALLBACKS.append(eps_prox)
-        raise RuntimeError(f"DAQP found no solution for OP 8.1 with eps_prox in {COMPACT_EPS_PROX}")
-    x, y, n = collate_windows(feats_list, labels_list)
-    model = {"sequential": SequentialSVM(C=C), "nabla": NablaSequentialSVM(C=C, epsilon=0.1, rho=10.0),
-             "pairwise": PairwiseSVM(C=C)}[strategy]
-    return model.fit(x, y, n)
-
-
-def decode(decoder: str, sim: torch.Tensor) -> torch.Tensor:
-    if decoder == "sequential":
-        return S.decode(sim)[0]
-    if decoder == "lp":
-        return lp_decode(sim).labels
-    return greedy_agglomerative(sim)
 
 
 def _accuracy_records(T: int, loss: dict, wrong_after: dict, raw_wrong: dict, train_time: dict,
@@ -167,8 +129,11 @@ def accuracy_experiment(quick: bool, seed: int, records: list, raw: dict, folds:
         y_test = cluster_labels(test).unsqueeze(0)
         for strategy in STRATEGIES:
             t0 = time.perf_counter()
-            model = train(strategy, tf, tl, C=1.0)
+            model = train(strategy, tf, tl, C=1.0, compact_window=COMPACT_T)
             train_time[strategy].append(time.perf_counter() - t0)
+            for eps_prox in getattr(model, "eps_prox_failed_", []):
+                print(f"  compact: DAQP found no solution at eps_prox={eps_prox}; retried", flush=True)
+                COMPACT_FALLBACKS.append(eps_prox)
             sim = model.similarities(x_test)
             pm = torch.tril(torch.ones(T, T, dtype=torch.bool), -1)
             truth = S.to_parts(y_test)[0].bool()

@@ -386,6 +386,34 @@ def test_compact_lp_svm_slack_is_the_loss_augmented_lp():
     assert torch.allclose(other.w_, model.w_, atol=1e-4)
 
 
+def test_compact_lp_svm_retries_daqp_with_larger_eps_prox(monkeypatch):
+    import qpsolvers
+
+    feats, labels = _tiny_batch(4, n=5, d=3)
+    ref = CompactLPSVM(C=1.0, max_window=5, eps_prox=0.1).fit(feats, labels)
+    solve = qpsolvers.solve_problem
+    seen: list[float] = []
+
+    def failing_below(limit):
+        def fake(problem, solver, **settings):
+            seen.append(settings["eps_prox"])
+            sol = solve(problem, solver=solver, **settings)
+            if settings["eps_prox"] < limit:
+                sol.found = False
+            return sol
+        return fake
+
+    monkeypatch.setattr(qpsolvers, "solve_problem", failing_below(0.05))
+    model = CompactLPSVM(C=1.0, max_window=5, eps_prox_fallbacks=(0.1, 1.0)).fit(feats, labels)
+    assert seen == [1e-2, 0.1] and model.eps_prox_failed_ == [1e-2]
+    assert torch.allclose(model.w_, ref.w_)
+    monkeypatch.setattr(qpsolvers, "solve_problem", failing_below(10.0))
+    with pytest.raises(RuntimeError, match=r"eps_prox in \[0.01, 0.1\]"):
+        CompactLPSVM(C=1.0, max_window=5, eps_prox_fallbacks=(0.1,)).fit(feats, labels)
+    with pytest.raises(ValueError, match="eps_prox_fallbacks"):
+        CompactLPSVM(eps_prox_fallbacks=(0.1, -1.0))
+
+
 def test_pairwise_svm_is_optimal():
     feats, labels = _tiny_batch(5, n=6, d=3)
     model = PairwiseSVM(C=0.5, epsilon=1e-8).fit(feats, labels)

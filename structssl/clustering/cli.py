@@ -62,6 +62,8 @@ __all__ = ["DECODERS", "STRATEGIES", "build_parser", "decode", "evaluate", "main
 STRATEGIES = ("sequential", "nabla", "compact", "pairwise")
 #: decoders: Table 8.2 / Decoding Strategy 8.1, LP relaxation (HiGHS), greedy agglomerative
 DECODERS = ("sequential", "lp", "greedy")
+#: DAQP proximal weights for the compact OP 8.1, tried in turn (no solution on some at 1e-2)
+COMPACT_EPS_PROX = (1e-2, 1e-1, 1.0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,12 +134,9 @@ def train(strategy: str, features: Sequence[Tensor], labels: Sequence[Tensor], C
         step = max(1, len(chunks_f) // len(features))
         chunks_f, chunks_l = chunks_f[::step][:len(features)], chunks_l[::step][:len(features)]
         x, y, n = collate_windows(chunks_f, chunks_l)
-        for eps_prox in (1e-2, 1e-1):  # DAQP reports no solution on some problems at 1e-2
-            try:
-                return CompactLPSVM(C=C, max_window=compact_window, eps_prox=eps_prox).fit(x, y, n)
-            except RuntimeError:
-                pass
-        return CompactLPSVM(C=C, max_window=compact_window, eps_prox=1.0).fit(x, y, n)
+        first, *fallbacks = COMPACT_EPS_PROX
+        return CompactLPSVM(C=C, max_window=compact_window, eps_prox=first,
+                            eps_prox_fallbacks=fallbacks).fit(x, y, n)
     x, y, n = collate_windows(list(features), list(labels))
     model = {"sequential": SequentialSVM(C=C), "nabla": NablaSequentialSVM(C=C),
              "pairwise": PairwiseSVM(C=C)}[strategy]

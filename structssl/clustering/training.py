@@ -325,13 +325,19 @@ class CompactLPSVM(_Trainer):
         ridge: quadprog only, > 0 (see above).
         solver: ``"daqp"`` (default) or ``"quadprog"``.
         eps_prox: DAQP's proximal-point weight, > 0.
+        eps_prox_fallbacks: DAQP only: larger proximal weights tried in turn when DAQP reports
+            no solution at ``eps_prox`` (it does on some problems at 1e-2); empty: no retry.
+
+    Attributes (after ``fit``): ``w_``, ``xi_``, ``num_variables_``, ``eps_prox_failed_`` (the
+    proximal weights at which DAQP found no solution before one succeeded).
     """
 
     def __init__(
         self, C: float = 1.0, max_window: int = 16, ridge: float = 1e-8, solver: str = "daqp",
-        eps_prox: float = 1e-2,
+        eps_prox: float = 1e-2, eps_prox_fallbacks: Sequence[float] = (),
     ) -> None:
         self.eps_prox = _positive(eps_prox, "eps_prox")
+        self.eps_prox_fallbacks = tuple(_positive(e, "eps_prox_fallbacks") for e in eps_prox_fallbacks)
         self.C = _positive(C, "C")
         if not isinstance(max_window, int) or max_window < 2:
             raise ValueError(f"max_window must be an int >= 2; got {max_window!r}")
@@ -390,10 +396,20 @@ class CompactLPSVM(_Trainer):
         lb = np.zeros(nv)
         lb[:d] = -np.inf
         problem = Problem(p, q, np.concatenate(g_rows), np.asarray(h), lb=lb)
-        settings = {"eps_prox": self.eps_prox} if self.solver == "daqp" else {}
-        sol = solve_problem(problem, solver=self.solver, **settings)
-        if not sol.found or sol.x is None:
-            raise RuntimeError(f"the QP solver {self.solver!r} found no solution for OP 8.1 ({nv} variables)")
+        tries = (self.eps_prox, *self.eps_prox_fallbacks) if self.solver == "daqp" else (None,)
+        self.eps_prox_failed_: list[float] = []
+        for eps_prox in tries:
+            settings = {} if eps_prox is None else {"eps_prox": eps_prox}
+            sol = solve_problem(problem, solver=self.solver, **settings)
+            if sol.found and sol.x is not None:
+                break
+            if eps_prox is not None:
+                self.eps_prox_failed_.append(eps_prox)
+        else:
+            tried = f" with eps_prox in {list(tries)}" if self.solver == "daqp" else ""
+            raise RuntimeError(
+                f"the QP solver {self.solver!r} found no solution for OP 8.1 ({nv} variables){tried}"
+            )
         self.w_ = torch.from_numpy(np.asarray(sol.x[:d]))
         self.xi_ = torch.from_numpy(np.asarray(sol.x[d : d + b]))
         self.num_variables_ = nv
