@@ -418,6 +418,7 @@ class _ChainEvaluator:
             # rows in chunks of similar lengths, each cut to its longest example (the dynamic
             # program is sequential in the length: padding would cost as much as real tokens)
             ln_all = self.lengths[rows]
+            chain = LinearChain(c, validate=False)
             for chunk in ln_all.argsort().split(_REFRESH_CHUNK):
                 r, ln = rows[chunk], ln_all[chunk]
                 n = int(ln.max())
@@ -425,7 +426,7 @@ class _ChainEvaluator:
                 valid = torch.arange(n, device=y.device) < ln.unsqueeze(1)
                 wrong = (1.0 - torch.nn.functional.one_hot(y, c).to(pot.dtype)) * valid.unsqueeze(2)
                 state["mm"][r, :n] = _max_marginals(pot + wrong.unsqueeze(2), ln)
-                state["score"][r] = LinearChain(c, validate=False)._score(pot, y, ln).to(state["score"].dtype)
+                state["score"][r] = chain._score(pot, y, ln).to(state["score"].dtype)
 
 
 class _GenericEvaluator:
