@@ -273,7 +273,8 @@ def _time_records(task: str, runs: list[dict[str, Any]], extra: dict[str, Any]) 
 
 # ---------------------------------------------------------------------------------- parsing
 def run_parsing(permutation: int, args: argparse.Namespace) -> dict[str, Any]:
-    from structssl.data.treebank_module import GrammarCKY, GrammarScorer, TreebankDataModule
+    from structssl.data.treebank_module import GrammarScorer, TreebankDataModule
+    from structssl.structures import GrammarCKY
 
     pl.seed_everything(permutation, verbose=False)
     dm = TreebankDataModule(data_dir=args.data_dir, permutation=permutation, shuffle=False)

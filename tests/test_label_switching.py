@@ -18,7 +18,7 @@ from structssl.constraints import (
     WordLabels,
 )
 from structssl.data.datamodule import SemiSupervisedDataModule
-from structssl.data.treebank_module import GrammarCKY, GrammarScorer
+from structssl.data.treebank_module import GrammarScorer
 from structssl.inference.label_switching import (
     SymbolProportion,
     _ChainEvaluator,
@@ -31,7 +31,7 @@ from structssl.inference.label_switching import (
 )
 from structssl.scorers.chain import LinearChainScorer
 from structssl.semirings import LOG_ZERO
-from structssl.structures.cky import CKY
+from structssl.structures.cky import CKY, GrammarCKY
 from structssl.structures.linear_chain import LinearChain
 from structssl.training.label_switching import (
     LabelSwitchingAnnealing,

@@ -1,7 +1,7 @@
 """Structures: stateless batched dynamic programs over potentials (see :class:`Structure`)."""
 
 from structssl.structures.base import Structure
-from structssl.structures.cky import CKY, CKYPotentials
+from structssl.structures.cky import CKY, CKYPotentials, GrammarCKY
 from structssl.structures.linear_chain import LinearChain, bio_allowed_transitions
 from structssl.structures.multiclass import MultiClass
 from structssl.structures.multilabel import (
@@ -23,6 +23,7 @@ __all__ = [
     "bio_allowed_transitions",
     "CKY",
     "CKYPotentials",
+    "GrammarCKY",
     "PairwiseMultiLabel",
     "MultiLabelPotentials",
     "StarPotentials",
