@@ -42,20 +42,22 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, header, record  # noqa: E402
 
 from structssl.baselines import ChainFeatureMap, Clock, CoPerceptron, CoSVM, CuttingPlaneSSVM  # noqa: E402
 from structssl.baselines.perceptron import StructuredPerceptron  # noqa: E402
 from structssl.data.batch import pad_features  # noqa: E402
+from structssl.data.conll import CONLL2002_LABELS  # noqa: E402
 from structssl.losses import NablaCoSVMLoss  # noqa: E402
+from structssl.metrics import SpanF1, TokenAccuracy  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 NUM_LABELS = 9
 
 
@@ -114,31 +116,17 @@ class Draw:
 
 
 def token_error(pred: Tensor, gold: Tensor, lengths: Tensor) -> float:
-    valid = torch.arange(gold.shape[1]) < lengths.unsqueeze(1)
-    return 100.0 * float(((pred != gold) & valid).sum() / valid.sum())
+    """Token error (%) at the valid positions (``structssl.metrics.TokenAccuracy``)."""
+    acc = TokenAccuracy()
+    acc.update(pred, gold, lengths)
+    return 100.0 * (1.0 - float(acc.compute()))
 
 
 def entity_f1(pred: Tensor, gold: Tensor, lengths: Tensor) -> float:
-    """Exact-span entity F1 (%) of BIO tags (CONLL2002_LABELS order), conlleval-style."""
-    from structssl.data.conll import CONLL2002_LABELS
-
-    def spans(seq: list[int]) -> set[tuple[int, int, str]]:
-        out, start, kind = set(), None, None
-        for t, lab in enumerate(seq + [0]):
-            tag = CONLL2002_LABELS[lab]
-            if start is not None and (tag == "O" or tag.startswith("B-") or tag[2:] != kind):
-                out.add((start, t, kind))
-                start = None
-            if tag != "O" and start is None:
-                start, kind = t, tag[2:]
-        return out
-
-    tp = fp = fn = 0
-    for i in range(gold.shape[0]):
-        n = int(lengths[i])
-        g, p = spans(gold[i, :n].tolist()), spans(pred[i, :n].tolist())
-        tp, fp, fn = tp + len(g & p), fp + len(p - g), fn + len(g - p)
-    return 200.0 * tp / max(1, 2 * tp + fp + fn)
+    """Exact-span entity F1 (%) of CoNLL-2002 BIO tags (``structssl.metrics.SpanF1``)."""
+    f1 = SpanF1(CONLL2002_LABELS)
+    f1.update(pred, gold, lengths)
+    return 100.0 * float(f1.compute())
 
 
 # ----------------------------------------------------------------------------- methods
@@ -271,8 +259,6 @@ def summarize(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def to_schema(result: dict[str, Any]) -> dict[str, Any]:
-    from common import header, record
-
     head = header(torch.device("cpu"), "scaled", protocol=result["protocol"],
                   clock="process (CPU s of this process, 1 thread)",
                   load_average_at_start=result["load_average_at_start"])
