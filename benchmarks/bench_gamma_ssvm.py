@@ -63,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, header, record  # noqa: E402
 
 from structssl.constraints import ConstraintSet  # noqa: E402
+from structssl.metrics import TokenAccuracy  # noqa: E402
 from structssl.scorers import LinearChainScorer  # noqa: E402
 from structssl.structures import LinearChain  # noqa: E402
 from structssl.training.cccp import CCCPModule  # noqa: E402
@@ -99,14 +100,12 @@ def chunks(dm: Any, examples: list, size: int) -> list[dict[str, Any]]:
 
 
 def accuracy(module: CCCPModule, batches: list[dict[str, Any]]) -> float:
-    right = total = 0
+    """Per-token accuracy (%) over the batches (``structssl.metrics.TokenAccuracy``)."""
+    metric = TokenAccuracy()
     with torch.no_grad():
         for b in batches:
-            pred = module.decode(b)
-            mask = torch.arange(pred.shape[1]).view(1, -1) < b["lengths"].view(-1, 1)
-            right += int(((pred == b["labels"]) & mask).sum())
-            total += int(mask.sum())
-    return 100.0 * right / max(total, 1)
+            metric.update(module.decode(b), b["labels"], b["lengths"])
+    return 100.0 * float(metric.compute())
 
 
 def adam_steps(module: CCCPModule, objective: Any, steps: int, lr: float, keep_best: bool = False) -> float:
