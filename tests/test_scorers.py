@@ -133,6 +133,44 @@ def test_padding_features_contribute_nothing_and_get_no_gradient() -> None:
     assert bool((scorer.emission.weight.grad[0] == 0).all())
 
 
+
+@pytest.mark.parametrize("shape", [(6, 5), (1, 1), (4, 0), (3, 4)])
+def test_sparse_feature_sum_equals_embedding_bag_and_gradchecks(shape: tuple[int, int]) -> None:
+    """The sparse-cost map against the dense embedding_bag it replaces, in float64."""
+    from structssl.scorers.base import sparse_feature_sum
+
+    g = torch.Generator().manual_seed(sum(shape))
+    idx = torch.randint(0, 7, shape, generator=g)
+    if shape == (3, 4):
+        idx.zero_()  # all padding: zero output, zero gradient
+    elif idx.numel():
+        idx[0] = 0  # an item with no feature
+        idx[-1, 0] = idx[-1, -1] = 5  # a repeated feature counts twice
+    weight = torch.randn(7, 3, dtype=torch.float64, generator=g)
+    weight[0] = 1e3  # the padding row is never read
+    w = weight.clone().requires_grad_()
+    got = sparse_feature_sum(idx, w)
+    ref_w = weight.clone().requires_grad_()
+    ref = torch.nn.functional.embedding_bag(
+        idx, ref_w, mode="sum", per_sample_weights=(idx != 0).double()
+    ) if idx.shape[1] else torch.zeros(shape[0], 3, dtype=torch.float64)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
+    up = torch.randn(got.shape, dtype=torch.float64, generator=g)
+    (grad,) = torch.autograd.grad(got, w, up)
+    if idx.shape[1]:
+        (ref_grad,) = torch.autograd.grad(ref, ref_w, up)
+        torch.testing.assert_close(grad, ref_grad, rtol=0, atol=1e-12)
+    assert bool((grad[0] == 0).all())  # padding row: exactly zero gradient
+    assert torch.autograd.gradcheck(lambda x: sparse_feature_sum(idx, x), (w,))
+    assert torch.autograd.gradgradcheck(lambda x: sparse_feature_sum(idx, x).pow(2), (w,))
+    # per-example gradients through vmap (the QP baselines' psi rows)
+    ups = torch.randn((4,) + tuple(got.shape), dtype=torch.float64, generator=g)
+    (rows,) = torch.autograd.grad(
+        sparse_feature_sum(idx, w), w, grad_outputs=ups, is_grads_batched=True
+    )
+    expected = torch.stack([torch.autograd.grad(sparse_feature_sum(idx, w), w, u)[0] for u in ups])
+    torch.testing.assert_close(rows, expected)
+
 def test_padded_positions_do_not_change_valid_potentials() -> None:
     scorer = LinearChainScorer(3, input_dim=2, init_std=1.0).double()
     x = torch.randn(2, 5, 2, dtype=F64)

@@ -22,13 +22,17 @@ argument           input                       map
 =================  ==========================  ================================================
 
 plus an optional ``bias`` (out,): the weight of a constant feature. ``W`` is one parameter
-``weight`` (rows, out). The sparse map is ``F.embedding_bag(mode="sum")`` with 0/1
-``per_sample_weights`` that switch the padding slots off, which equals
-``nn.EmbeddingBag(num_features, out, mode="sum", padding_idx=0)`` (the padding row gets exactly
-zero gradient and stays 0) but avoids its ``padding_idx`` path, measured 25-30x slower forward and
-3x slower backward on CPU (torch 2.13, one thread, B N = 960 bags of 40 features). Time
-O(#inputs * out) per call (sparse: O(#feature slots * out)), memory O(#rows * out) for the
-weights; the gradient of ``W`` is dense.
+``weight`` (rows, out). The sparse map is :func:`sparse_feature_sum`, a custom autograd function
+that reads only the *active* feature slots (non-zero indices): its forward is one
+``embedding_bag(mode="sum")`` over the active indices with per-item offsets, and its weight
+gradient is one ``index_add`` of the output gradient rows into a zero (rows, out) tensor, so
+both cost O(#active feature slots * out) plus one pass over the index tensor to find the
+active slots; no sort over the vocabulary (``embedding_bag``'s dense backward sorts every slot,
+measured 46 % of a CRF evaluation on CoNLL-2002 Spanish). The padding row 0 gets exactly zero
+gradient and, never read, stays whatever it is (0 after :meth:`LinearInputs.reset_parameters`).
+It equals ``nn.EmbeddingBag(num_features, out, mode="sum", padding_idx=0)``. Time O(#inputs *
+out) per call (sparse: O(#active feature slots * out)), memory O(#rows * out) for the weights;
+the gradient of ``W`` is dense.
 
 The regulariser: :func:`weight_norm_squared` returns ``||w||^2``, the sum of squares of **every
 parameter** of a module (the whole ``w`` of ``<w, Psi(x, y)>``: feature weights, transition,
@@ -49,7 +53,7 @@ from torch.nn import functional as F
 
 from structssl.structures.base import positive_int
 
-__all__ = ["Scorer", "LinearInputs", "weight_norm_squared", "check_lengths"]
+__all__ = ["Scorer", "LinearInputs", "weight_norm_squared", "check_lengths", "sparse_feature_sum"]
 
 
 def weight_norm_squared(module: nn.Module, include_bias: bool = True) -> Tensor:
@@ -70,6 +74,56 @@ def weight_norm_squared(module: nn.Module, include_bias: bool = True) -> Tensor:
         term = p.pow(2).sum()
         total = term if total is None else total + term.to(total.dtype)
     return torch.zeros(()) if total is None else total
+
+
+class _SparseFeatureSum(torch.autograd.Function):
+    """``out[m] = sum_{a in bag m} weight[index[a]]`` over active slots only (see
+    :func:`sparse_feature_sum`). Inputs are already compacted: ``index`` (A,) the active
+    feature ids, ``offsets`` (M,) the start of each item's bag in ``index``, ``bag`` (A,) the
+    item of each active slot."""
+
+    generate_vmap_rule = True  # backward is out-of-place torch ops (is_grads_batched works)
+
+    @staticmethod
+    def forward(weight: Tensor, index: Tensor, offsets: Tensor, bag: Tensor) -> Tensor:
+        m = offsets.shape[0]
+        if index.numel() == 0:
+            return weight.new_zeros(m, weight.shape[1])
+        return F.embedding_bag(index, weight, offsets, mode="sum")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:  # type: ignore[no-untyped-def]
+        weight, index, _, bag = inputs
+        ctx.save_for_backward(index, bag)
+        ctx.rows = weight.shape[0]
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):  # type: ignore[no-untyped-def]
+        index, bag = ctx.saved_tensors
+        grad_weight = None
+        if ctx.needs_input_grad[0]:
+            zero = grad_out.new_zeros(ctx.rows, grad_out.shape[-1])
+            grad_weight = zero.index_add(0, index, grad_out.index_select(0, bag))
+        return grad_weight, None, None, None
+
+
+def sparse_feature_sum(indices: Tensor, weight: Tensor) -> Tensor:
+    """Sum of the rows of ``weight`` named by each item's non-zero feature indices.
+
+    Equals ``F.embedding_bag(indices, weight, mode="sum", padding_idx=0)``; its forward and
+    weight gradient cost O(#non-zero indices * out): padding slots (index 0) are dropped before
+    the sum, get no gradient, and row 0 of the gradient is exactly zero.
+
+    Shape:
+        indices: (M, F) long, 0 = padding; weight: (rows, out) -> (M, out).
+    """
+    m, width = indices.shape
+    active = indices != 0  # (M, F)
+    index = indices[active]  # (A,) row-major: the slots of item 0, then item 1, ...
+    counts = active.sum(1)  # (M,)
+    offsets = torch.cumsum(counts, 0) - counts  # (M,) start of each bag
+    bag = torch.repeat_interleave(torch.arange(m, device=indices.device), counts)  # (A,)
+    return _SparseFeatureSum.apply(weight, index, offsets, bag)
 
 
 class Scorer(nn.Module):
@@ -285,9 +339,7 @@ class LinearInputs(nn.Module):
                 out = self.weight.new_zeros(*lead, self.out_features)
             else:
                 flat = inputs.reshape(-1, width)  # (M, F): one bag per item
-                present = (flat != 0).to(self.weight.dtype)  # padding slots weigh 0
-                out = F.embedding_bag(flat, self.weight, mode="sum", per_sample_weights=present)
-                out = out.view(*lead, self.out_features)
+                out = sparse_feature_sum(flat, self.weight).view(*lead, self.out_features)
         elif self.kind == "num_words":
             out = F.embedding(inputs, self.weight)  # (*lead, out)
         else:
