@@ -5,15 +5,16 @@ processes (``dist_reduce_fx="sum"``), so one big update, many small ones and a d
 give the same value. Results are fractions in [0, 1]; a ratio with a zero denominator is 0
 (as conlleval reports it). Padding is defined only by ``lengths``.
 
-=====================  ===============================  ====================================
-metric                 inputs (preds, target)           value
-=====================  ===============================  ====================================
-:class:`TokenAccuracy` (B, N) labels, ``lengths``       correct / valid positions
-:class:`SpanF1`        (B, N) BIO tag ids, ``lengths``  CoNLL entity-level F1 (conlleval)
-:class:`MicroF1`       (B, K) 0/1 label vectors         micro F1 over all (example, label)
-:class:`ExactMatch`    any labels (+ ``lengths``)       fraction of examples entirely right
-:class:`BracketF1`     (B, 2N - 1, 3) CKY spans         PARSEVAL labelled bracket F1
-=====================  ===============================  ====================================
+=========================  ===============================  ===================================
+metric                     inputs (preds, target)           value
+=========================  ===============================  ===================================
+:class:`TokenAccuracy`     (B, N) labels, ``lengths``       correct / valid positions
+:class:`SpanF1`            (B, N) BIO tag ids, ``lengths``  CoNLL entity-level F1 (conlleval)
+:class:`MicroF1`           (B, K) 0/1 label vectors         micro F1 over all (example, label)
+:class:`ExactMatch`        any labels (+ ``lengths``)       fraction of examples entirely right
+:class:`BracketF1`         (B, 2N - 1, 3) CKY spans         PARSEVAL labelled bracket F1
+:class:`LabelProportions`  (B, N) labels, ``lengths``       predicted and gold label fractions
+=========================  ===============================  ===================================
 
 **Entities (SpanF1).** The semantics of the CoNLL-2000/2002 ``conlleval`` script on BIO (IOB2)
 tags: an entity starts at a token tagged ``B-X``, at an ``I-X`` that follows ``O`` or the start of
@@ -51,6 +52,7 @@ __all__ = [
     "MicroF1",
     "ExactMatch",
     "BracketF1",
+    "LabelProportions",
     "bio_entities",
     "task_metrics",
 ]
@@ -236,6 +238,8 @@ class SpanF1(_CountMetric):
         output: what :meth:`compute` returns: ``"f1"``, ``"precision"``, ``"recall"`` (a scalar),
             or ``"all"``: a dict with ``precision``, ``recall``, ``f1`` and per type
             ``precision/X``, ``recall/X``, ``f1/X``.
+        key_prefix: prepended to every key of the ``"all"`` dict (``"span_"`` gives
+            ``span_f1``, ``span_precision/PER``, ...; how :func:`task_metrics` logs them).
         kwargs: passed to ``torchmetrics.Metric``.
 
     Attributes:
@@ -250,6 +254,7 @@ class SpanF1(_CountMetric):
         self,
         tags: Sequence[str],
         output: Literal["f1", "precision", "recall", "all"] = "f1",
+        key_prefix: str = "",
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)
@@ -257,9 +262,12 @@ class SpanF1(_CountMetric):
             raise ValueError(
                 f"output must be one of 'f1', 'precision', 'recall', 'all'; got {output!r}"
             )
+        if not isinstance(key_prefix, str):
+            raise TypeError(f"key_prefix must be a str; got {type(key_prefix).__name__}")
         kinds, types, self.entity_types = _parse_tags(tags)
         self.tags = tuple(tags)
         self.output = output
+        self.key_prefix = key_prefix
         self.register_buffer("kinds", torch.tensor(kinds, dtype=torch.long), persistent=False)
         self.register_buffer("types", torch.tensor(types, dtype=torch.long), persistent=False)
         size = max(len(self.entity_types), 1)
@@ -304,6 +312,82 @@ class SpanF1(_CountMetric):
             out[f"precision/{name}"] = per_p[i]
             out[f"recall/{name}"] = per_r[i]
             out[f"f1/{name}"] = per_f[i]
+        return {f"{self.key_prefix}{key}": value for key, value in out.items()}
+
+
+# ---------------------------------------------------------------------- label proportions
+class LabelProportions(_CountMetric):
+    """Predicted and gold label proportions over the valid positions (shows a collapse).
+
+    An all-``O`` NER model scores about 0.92 token accuracy on CoNLL-2002; its proportions give
+    it away: ``pred_fraction/O`` = 1 next to ``gold_fraction/O`` = 0.88 and
+    ``pred_fraction/entity`` = 0. ``update(preds, target, lengths=None)`` with preds, target
+    (B, N) label ids (the target's proportions are those of the data it is scored on: the
+    labeled training batch for ``train/``, the dev set for ``val/``).
+
+    :meth:`compute` returns a dict: ``pred_fraction/<label>`` and ``gold_fraction/<label>`` for
+    each label name, and with BIO tags also ``pred_fraction/entity`` and
+    ``gold_fraction/entity``: the fraction of tokens tagged ``B-X`` or ``I-X`` (inside an entity).
+
+    Args:
+        labels: the label names (e.g. the BIO tags), or the number of labels (names ``0``,
+            ``1``, ...).
+        kwargs: passed to ``torchmetrics.Metric``.
+    """
+
+    higher_is_better = None
+    pred: Tensor
+    gold: Tensor
+
+    def __init__(self, labels: "Sequence[str] | int", **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        if isinstance(labels, int) and not isinstance(labels, bool):
+            if labels < 1:
+                raise ValueError(f"labels must be >= 1 when given as a count; got {labels}")
+            names = tuple(str(i) for i in range(labels))
+        elif isinstance(labels, str) or not isinstance(labels, Sequence) or len(labels) == 0:
+            raise ValueError(
+                f"labels must be a non-empty sequence of names or a count; got {labels!r}"
+            )
+        else:
+            names = tuple(str(name) for name in labels)
+            if len(set(names)) != len(names):
+                raise ValueError(f"labels must be distinct; got {list(names)}")
+        self.names = names
+        self.bio = all(n == "O" or n[:2] in ("B-", "I-") for n in names) and "O" in names
+        self._count("pred", len(names))
+        self._count("gold", len(names))
+
+    def update(self, preds: Tensor, target: Tensor, lengths: Optional[Tensor] = None) -> None:
+        """Add a batch.
+
+        Shape:
+            preds, target: (B, N); lengths: (B,).
+        """
+        preds, target = _pair(preds, target, 2)
+        b, n = preds.shape
+        lengths = _check_lengths(lengths, b, n, "N from preds").to(preds.device)
+        valid = torch.arange(n, device=preds.device) < lengths.unsqueeze(1)
+        c = len(self.names)
+        for name, x, state in (("preds", preds, "pred"), ("target", target, "gold")):
+            used = x[valid]
+            if used.numel() and (int(used.min()) < 0 or int(used.max()) >= c):
+                raise ValueError(
+                    f"{name} must be label ids in [0, {c}) at valid positions; got values in "
+                    f"[{int(used.min())}, {int(used.max())}]"
+                )
+            setattr(self, state, getattr(self, state) + torch.bincount(used, minlength=c))
+
+    def compute(self) -> dict[str, Tensor]:
+        out: dict[str, Tensor] = {}
+        for state in ("pred", "gold"):
+            counts = getattr(self, state)
+            total = counts.sum()
+            for i, name in enumerate(self.names):
+                out[f"{state}_fraction/{name}"] = _ratio(counts[i], total)
+            if self.bio:
+                o = self.names.index("O")
+                out[f"{state}_fraction/entity"] = _ratio(total - counts[o], total)
         return out
 
 
@@ -502,7 +586,12 @@ def task_metrics(
     task            metrics (names)
     ==============  ================================================================
     ``sequence``    ``token_accuracy``, ``exact_match``
-    ``bio``         ``token_accuracy``, ``span_f1``, ``exact_match`` (needs ``tags``)
+    ``bio``         ``token_accuracy``, ``span_f1``, ``exact_match`` (needs ``tags``);
+                    ``span_precision``, ``span_recall`` (micro) and per entity type
+                    ``span_{precision,recall,f1}/X``; ``pred_fraction/<tag>``,
+                    ``gold_fraction/<tag>``, ``{pred,gold}_fraction/entity``
+                    (:class:`LabelProportions`: an all-``O`` collapse shows as
+                    ``pred_fraction/entity`` = 0 whatever the token accuracy)
     ``multiclass``  ``accuracy`` (exact match of (B,) labels)
     ``multilabel``  ``micro_f1``, ``exact_match``
     ``tree``        ``bracket_f1``, ``exact_match``
@@ -525,8 +614,9 @@ def task_metrics(
         assert tags is not None
         metrics = {
             "token_accuracy": TokenAccuracy(),
-            "span_f1": SpanF1(tags),
+            "span": SpanF1(tags, output="all", key_prefix="span_"),
             "exact_match": ExactMatch(),
+            "proportions": LabelProportions(tags),
         }
     elif task == "multiclass":
         metrics = {"accuracy": ExactMatch()}

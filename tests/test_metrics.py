@@ -14,6 +14,7 @@ from structssl.metrics import (
     BracketF1,
     ExactMatch,
     MicroF1,
+    LabelProportions,
     SpanF1,
     TokenAccuracy,
     task_metrics,
@@ -358,8 +359,13 @@ def test_task_metrics_names_prefix_and_kwargs_filtering() -> None:
     gold = torch.tensor([[1, 2, 0, 3]])
     val.update(gold, gold, lengths=torch.tensor([4]))
     out = val.compute()
-    assert set(out) == {"val/token_accuracy", "val/span_f1", "val/exact_match"}
-    assert all(float(v) == 1.0 for v in out.values())
+    scores = {"val/token_accuracy", "val/span_f1", "val/exact_match", "val/span_precision",
+              "val/span_recall"}
+    scores |= {f"val/span_{m}/{t}" for m in ("precision", "recall", "f1") for t in ("PER", "LOC")}
+    fractions = {f"val/{w}_fraction/{t}" for w in ("pred", "gold") for t in TAGS + ("entity",)}
+    assert set(out) == scores | fractions
+    assert all(float(out[k]) == 1.0 for k in scores)
+    assert float(out["val/pred_fraction/entity"]) == 0.75 == float(out["val/gold_fraction/O"]) * 3
     ml = task_metrics("multilabel", "test/")
     ml.update(torch.tensor([[1, 0]]), torch.tensor([[1, 1]]))
     assert set(ml.compute()) == {"test/micro_f1", "test/exact_match"}
@@ -374,9 +380,72 @@ def test_task_metrics_names_prefix_and_kwargs_filtering() -> None:
 
 
 def test_states_are_sum_reduced_and_reset() -> None:
-    for metric in (TokenAccuracy(), SpanF1(TAGS), MicroF1(), ExactMatch(), BracketF1()):
+    metrics = (TokenAccuracy(), SpanF1(TAGS), MicroF1(), ExactMatch(), BracketF1(),
+               LabelProportions(TAGS))
+    for metric in metrics:
         assert set(metric._reductions) == set(metric._defaults)
         for name, fn in metric._reductions.items():
             assert fn is not None and fn.__name__ == "dim_zero_sum", (type(metric).__name__, name)
         metric.reset()
         assert all(int(getattr(metric, name).sum()) == 0 for name in metric._defaults)
+
+
+# ---------------------------------------------------------------------- collapse in the logs
+def test_an_all_o_collapse_shows_in_the_bio_metrics() -> None:
+    # gold: 2 entities in 8 tokens; the all-O model has 75 % token accuracy but no entity
+    gold = torch.tensor([[0, 1, 2, 0], [3, 0, 0, 0]])
+    lengths = torch.tensor([4, 4])
+    val = task_metrics("bio", "val/", TAGS)
+    val.update(torch.zeros_like(gold), gold, lengths=lengths)
+    out = {k: float(v) for k, v in val.compute().items()}
+    assert out["val/token_accuracy"] == 0.625
+    assert out["val/span_f1"] == out["val/span_precision"] == out["val/span_recall"] == 0.0
+    assert out["val/pred_fraction/O"] == 1.0 and out["val/pred_fraction/entity"] == 0.0
+    assert out["val/gold_fraction/O"] == 0.625 and out["val/gold_fraction/entity"] == 0.375
+    assert out["val/gold_fraction/B-PER"] == 0.125 == out["val/gold_fraction/B-LOC"]
+
+
+def test_span_precision_recall_per_type_by_hand() -> None:
+    # gold PER(0..1), LOC(3), PER(5); predicted PER(0..1) right, LOC(3..4) wrong span,
+    # LOC(6) spurious: PER P = 1/1, R = 1/2; LOC P = 0/2, R = 0/1; micro P = 1/3, R = 1/3
+    gold = torch.tensor([[1, 2, 0, 3, 0, 1, 0]])
+    pred = torch.tensor([[1, 2, 0, 3, 4, 0, 3]])
+    metric = SpanF1(TAGS, output="all", key_prefix="span_")
+    metric.update(pred, gold)
+    out = {k: float(v) for k, v in metric.compute().items()}
+    assert out["span_precision/PER"] == 1.0 and out["span_recall/PER"] == 0.5
+    assert out["span_precision/LOC"] == 0.0 and out["span_recall/LOC"] == 0.0
+    assert out["span_precision"] == pytest.approx(1 / 3) == out["span_recall"]
+    assert out["span_f1/PER"] == pytest.approx(2 / 3)
+    plain = SpanF1(TAGS, output="all")
+    plain.update(pred, gold)
+    assert set(plain.compute()) == {
+        "precision", "recall", "f1", "precision/PER", "recall/PER", "f1/PER",
+        "precision/LOC", "recall/LOC", "f1/LOC",
+    }
+
+
+def test_label_proportions_counts_valid_positions_and_accumulates() -> None:
+    metric = LabelProportions(3)
+    metric.update(torch.tensor([[0, 1, 2, 2]]), torch.tensor([[0, 0, 0, 1]]), torch.tensor([3]))
+    metric.update(torch.tensor([[2]]), torch.tensor([[2]]))
+    out = {k: float(v) for k, v in metric.compute().items()}
+    assert out == {
+        "pred_fraction/0": 0.25, "pred_fraction/1": 0.25, "pred_fraction/2": 0.5,
+        "gold_fraction/0": 0.75, "gold_fraction/1": 0.0, "gold_fraction/2": 0.25,
+    }  # not BIO names: no entity fraction
+    empty = LabelProportions(2)
+    zeros = torch.zeros(1, 3, dtype=torch.long)
+    empty.update(zeros, zeros, torch.tensor([0]))
+    assert float(empty.compute()["pred_fraction/0"]) == 0.0  # no token: 0, as the other ratios
+
+
+def test_label_proportions_errors() -> None:
+    with pytest.raises(ValueError, match="labels must be >= 1"):
+        LabelProportions(0)
+    with pytest.raises(ValueError, match="labels must be distinct"):
+        LabelProportions(["O", "O"])
+    with pytest.raises(ValueError, match="labels must be a non-empty sequence"):
+        LabelProportions("O")
+    with pytest.raises(ValueError, match=r"preds must be label ids in \[0, 2\)"):
+        LabelProportions(2).update(torch.tensor([[0, 2]]), torch.tensor([[0, 1]]))
