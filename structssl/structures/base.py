@@ -30,7 +30,58 @@ Potentials = Union[Tensor, tuple[Tensor, ...]]
 Cost = Literal["hamming", "zero_one"]
 COSTS: tuple[str, ...] = ("hamming", "zero_one")
 
-__all__ = ["Structure", "Potentials", "Cost", "as_tuple", "like", "as_detached", "positive_int"]
+__all__ = [
+    "Structure",
+    "Potentials",
+    "Cost",
+    "as_tuple",
+    "like",
+    "as_detached",
+    "positive_int",
+    "safe_logsumexp",
+    "semiring_sum",
+    "component_names",
+]
+
+
+def safe_logsumexp(x: Tensor, dim: int) -> Tensor:
+    """``torch.logsumexp(x, dim)`` whose gradient is finite where every entry is ``-inf``.
+
+    A cell with only ``-inf`` entries (no valid structure through it) gives ``-inf`` and a zero
+    gradient (``torch.logsumexp`` gives a NaN gradient there, which poisons the gradient of the
+    valid cells through the chain rule). ``x`` must hold no ``+inf`` or NaN.
+    """
+    shift = x.detach().amax(dim, keepdim=True)
+    shift = torch.where(torch.isfinite(shift), shift, torch.zeros((), dtype=x.dtype, device=x.device))
+    total = (x - shift).exp().sum(dim)
+    empty = total == 0  # only -inf entries (the max entry contributes exp(0) = 1 otherwise)
+    out = torch.where(empty, float("-inf"), total.masked_fill(empty, 1.0).log())
+    return out + shift.squeeze(dim)
+
+
+def semiring_sum(semiring: Semiring, x: Tensor, dim: int) -> Tensor:
+    """``semiring.sum(x, dim)`` with the ``-inf``-safe log-sum-exp for Log and SmoothMax."""
+    if type(semiring) is Log:
+        return safe_logsumexp(x, dim)
+    if isinstance(semiring, SmoothMax):
+        return semiring.temperature * safe_logsumexp(x / semiring.temperature, dim)
+    return semiring.sum(x, dim)
+
+
+def component_names(potentials: Potentials) -> list[str]:
+    """Argument names of the tensors of ``potentials`` for error messages:
+    ``potentials`` for a tensor, ``potentials.<field>`` for a named tuple, else
+    ``potentials[i]``."""
+    if isinstance(potentials, Tensor):
+        return ["potentials"]
+    fields = getattr(potentials, "_fields", None)
+    if fields is not None:
+        return [f"potentials.{f}" for f in fields]
+    return [f"potentials[{i}]" for i in range(len(potentials))]
+
+
+def _index_text(index: Sequence[int]) -> str:
+    return "[" + ", ".join(str(int(i)) for i in index) + "]"
 
 
 def positive_int(value: int, name: str) -> int:
@@ -66,15 +117,26 @@ def _batch_dot(a: Potentials, b: Potentials) -> Tensor:
 class Structure:
     """Base class of all structures (stateless; owns no parameters).
 
+    Infinities (one policy for every structure): ``-inf`` is a legal "forbidden" value in
+    potentials (masks, padding, forbidden parts) and every result is exact and finite wherever
+    a valid structure exists (zero marginals on forbidden parts); ``+inf`` and NaN at valid
+    positions are rejected by :meth:`check`; padded positions may hold anything. An example
+    with no valid structure (log Z = -inf) raises ``ValueError`` naming the example; with
+    ``validate=False`` it yields ``-inf`` (log Z, max, scores) and zero marginals instead.
+
     Args:
-        validate: check values (``lengths`` in range, ``labels`` in range, no NaN potentials)
-            at the public entry points. Shape and dtype checks are always on; value checks
+        validate: check values (``lengths`` in range, ``labels`` in range, no NaN or +inf
+            potentials, every example has a valid structure) at the public entry points. Shape and dtype checks are always on; value checks
             synchronise with the device and can be switched off in hot loops once inputs are
             known to be valid.
     """
 
     #: the layout of one example's potentials, for documentation and error messages
     event_shape_doc: str = ""
+    #: the value :meth:`mask_potentials` gives forbidden parts. ``-inf`` (an exact exclusion)
+    #: for structures whose dynamic programs are exact with ``-inf``; ``LOG_ZERO`` is kept only
+    #: for a structure that has not moved to the ``-inf`` policy yet.
+    mask_value: float = LOG_ZERO
 
     def __init__(self, validate: bool = True) -> None:
         self.validate = bool(validate)
@@ -142,27 +204,111 @@ class Structure:
     ) -> tuple[Potentials, Tensor]:
         """Validate ``potentials`` and ``lengths`` as every entry point does.
 
+        Policy on infinities (the same for every structure): ``-inf`` is a legal "forbidden"
+        value (masks, padding, forbidden parts); ``+inf`` and NaN are rejected at valid
+        positions. Padded positions (beyond ``lengths``, and entries that are not parts such
+        as CKY spans with ``i > j``) may hold anything: they are replaced by 0 here so that no
+        value there reaches a result or a gradient.
+
+        All tensors must be on one device; ``lengths`` on the CPU are moved to the device of
+        the potentials (the data-loader habit), ``lengths`` on another accelerator or meta
+        tensors are rejected.
+
         Returns:
-            The potentials (unchanged) and ``lengths`` as a (B,) long tensor on their device.
+            The potentials (padding set to 0 where the structure has padding, else unchanged)
+            and ``lengths`` as a (B,) long tensor on their device.
 
         Raises:
-            ValueError: naming the argument with the expected and actual values.
+            ValueError: naming the argument with the expected and actual values (and the
+                example index for values).
         """
         tensors = as_tuple(potentials)
+        names = component_names(potentials)
+        device: Optional[torch.device] = None
         for i, x in enumerate(tensors):
+            name = names[i] if i < len(names) else f"potentials[{i}]"
             if not isinstance(x, Tensor):
-                raise TypeError(f"potentials[{i}] must be a torch.Tensor; got {type(x).__name__}")
+                raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
             if not x.is_floating_point():
-                raise ValueError(f"potentials must be floating point; got dtype {x.dtype}")
+                raise ValueError(f"{name} must be floating point; got dtype {x.dtype}")
+            if x.is_meta:
+                raise ValueError(
+                    f"{name} must hold data on a real device (cpu, cuda, ...); got a meta tensor "
+                    f"of shape {tuple(x.shape)}"
+                )
             if x.dim() == 0 or x.shape[0] == 0:
                 raise ValueError(
-                    f"potentials must have a non-empty batch dimension; got shape {tuple(x.shape)}"
+                    f"{name} must have a non-empty batch dimension; got shape {tuple(x.shape)}"
                 )
-            # one reduction instead of an isnan pass; a NaN sum is confirmed elementwise
-            # (+inf and -inf together also sum to NaN)
-            if self.validate and bool(torch.isnan(x.sum())) and bool(torch.isnan(x).any()):
-                raise ValueError(f"potentials contain NaN (potentials[{i}] of shape {tuple(x.shape)})")
-        return self._check(potentials, lengths)
+            if device is None:
+                device = x.device
+            elif x.device != device:
+                raise ValueError(
+                    f"{name} must be on the device of {names[0]} ({device}); got {x.device}"
+                )
+        if isinstance(lengths, Tensor) and device is not None:
+            if lengths.is_meta:
+                raise ValueError(
+                    f"lengths must hold data on a real device (cpu or {device}); got a meta tensor"
+                )
+            if lengths.device != device and lengths.device.type != "cpu":
+                raise ValueError(
+                    f"lengths must be on the device of the potentials ({device}) or on the cpu; "
+                    f"got {lengths.device}"
+                )
+        potentials, checked = self._check(potentials, lengths)
+        return self._check_values(potentials, checked), checked
+
+    def valid_masks(self, potentials: Potentials, lengths: Tensor) -> tuple[Optional[Tensor], ...]:
+        """Where each potentials tensor holds parts of some structure within ``lengths``.
+
+        One bool tensor broadcastable to each component (True = valid) or ``None`` (all valid).
+        The default: every entry is valid. Structures with padding override it.
+        """
+        return (None,) * len(as_tuple(potentials))
+
+    def _check_values(self, potentials: Potentials, lengths: Tensor) -> Potentials:
+        """Zero the padding and reject ``+inf`` / NaN at valid positions (see :meth:`check`)."""
+        tensors = list(as_tuple(potentials))
+        masks = self.valid_masks(potentials, lengths)
+        names = component_names(potentials)
+        changed = False
+        for i, (x, mask) in enumerate(zip(tensors, masks)):
+            if mask is not None:
+                x = torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device))
+                tensors[i] = x
+                changed = True
+            if not self.validate:
+                continue
+            # one reduction: a sum that is finite or -inf rules out NaN and +inf (a NaN or a
+            # +inf makes the sum NaN or +inf); otherwise confirm elementwise (overflow)
+            total = x.detach().sum()
+            if bool(torch.isfinite(total) | torch.isneginf(total)):
+                continue
+            bad = torch.isnan(x) | torch.isposinf(x)
+            if bool(bad.any()):
+                index = bad.nonzero()[0].tolist()
+                value = x[tuple(index)].item()
+                kind = "NaN" if value != value else "+inf"
+                raise ValueError(
+                    f"potentials contain {kind}: {names[i]} must be finite or -inf (-inf forbids "
+                    f"a part) at valid positions; example {index[0]} has {value} at "
+                    f"{names[i]}{_index_text(index)}"
+                )
+        return like(potentials, tensors) if changed else potentials
+
+    def _require_structures(self, best: Tensor, what: str) -> None:
+        """Raise if an example has no valid structure (``best`` (B,) is ``-inf`` there)."""
+        if not self.validate:
+            return
+        empty = torch.isneginf(best.detach())
+        if bool(empty.any()):
+            examples = empty.nonzero().flatten().tolist()
+            raise ValueError(
+                f"example {examples[0]} has no valid structure ({what} = -inf: every structure "
+                "uses a part whose potential is -inf, i.e. the masks or constraints of this "
+                f"example cannot all be satisfied); examples without one: {examples[:10]}"
+            )
 
     def check_lengths(
         self, lengths: Optional[Tensor], batch_size: int, max_length: int, device: torch.device
@@ -194,7 +340,9 @@ class Structure:
     def log_partition(self, potentials: Potentials, lengths: Optional[Tensor] = None) -> Tensor:
         """log Z: log-sum-exp of the scores of all structures. Shape (B,)."""
         potentials, lengths = self.check(potentials, lengths)
-        return self._inside(potentials, lengths, Log())
+        log_z = self._inside(potentials, lengths, Log())
+        self._require_structures(log_z, "log Z")
+        return log_z
 
     def smoothed_max(
         self, potentials: Potentials, temperature: float, lengths: Optional[Tensor] = None
@@ -204,17 +352,23 @@ class Structure:
         Shape (B,).
         """
         potentials, lengths = self.check(potentials, lengths)
-        return self._inside(potentials, lengths, SmoothMax(temperature))
+        value = self._inside(potentials, lengths, SmoothMax(temperature))
+        self._require_structures(value, "smoothed max")
+        return value
 
     def max(self, potentials: Potentials, lengths: Optional[Tensor] = None) -> Tensor:
         """Score of the best structure (Max semiring inside pass). Shape (B,)."""
         potentials, lengths = self.check(potentials, lengths)
-        return self._inside(potentials, lengths, Max())
+        value = self._inside(potentials, lengths, Max())
+        self._require_structures(value, "max")
+        return value
 
     def kmax(self, potentials: Potentials, k: int, lengths: Optional[Tensor] = None) -> Tensor:
         """Scores of the k best structures by the KMax semiring (no labels). Shape (B, k)."""
         potentials, lengths = self.check(potentials, lengths)
-        return self._inside(potentials, lengths, KMax(k))
+        value = self._inside(potentials, lengths, KMax(k))
+        self._require_structures(value[:, 0], "max")
+        return value
 
     def marginals(
         self,
@@ -224,23 +378,36 @@ class Structure:
     ) -> Potentials:
         """Part marginals: the gradient of the log-partition. Shaped like ``potentials``.
 
-        The caller's tensors are never modified (no ``requires_grad_`` on them).
+        The caller's tensors are never modified (no ``requires_grad_`` on them). Works under
+        ``torch.inference_mode``: the gradient is then taken on normal (non-inference) copies
+        of the inputs, and the marginals come back as normal tensors.
 
         Args:
             create_graph: keep the graph so that the marginals can be differentiated again.
         """
         potentials, lengths = self.check(potentials, lengths)
+        inference = torch.is_inference_mode_enabled() or any(
+            x.is_inference() for x in as_tuple(potentials)
+        )
+        if inference:
+            with torch.inference_mode(False), torch.enable_grad():
+                copies = like(potentials, [x.detach().clone() for x in as_tuple(potentials)])
+                return self._marginals(copies, lengths.clone(), False)
         with torch.enable_grad():
-            inputs = tuple(
-                x if x.requires_grad and create_graph else x.detach().requires_grad_()
-                for x in as_tuple(potentials)
-            )
-            log_z = self._inside(like(potentials, inputs), lengths, Log())
-            # parts no structure uses (e.g. CKY rules when N = 1) get exact zero marginals
-            grads = torch.autograd.grad(
-                log_z.sum(), inputs, create_graph=create_graph, allow_unused=True,
-                materialize_grads=True,
-            )
+            return self._marginals(potentials, lengths, create_graph)
+
+    def _marginals(self, potentials: Potentials, lengths: Tensor, create_graph: bool) -> Potentials:
+        inputs = tuple(
+            x if x.requires_grad and create_graph else x.detach().requires_grad_()
+            for x in as_tuple(potentials)
+        )
+        log_z = self._inside(like(potentials, inputs), lengths, Log())
+        self._require_structures(log_z, "log Z")
+        # parts no structure uses (e.g. CKY rules when N = 1) get exact zero marginals
+        grads = torch.autograd.grad(
+            log_z.sum(), inputs, create_graph=create_graph, allow_unused=True,
+            materialize_grads=True,
+        )
         return like(potentials, grads)
 
     def argmax(
@@ -255,7 +422,9 @@ class Structure:
         potentials, lengths = self.check(potentials, lengths)
         with torch.no_grad():
             labels = self._argmax(as_detached(potentials), lengths)
-        return labels, self._score(potentials, labels, lengths)
+        scores = self._score(potentials, labels, lengths)
+        self._require_structures(scores, "the best score")
+        return labels, scores
 
     def kbest(
         self, potentials: Potentials, k: int, lengths: Optional[Tensor] = None
@@ -270,6 +439,7 @@ class Structure:
         potentials, lengths = self.check(potentials, lengths)
         with torch.no_grad():
             labels, dp_scores = self._kbest(as_detached(potentials), k, lengths)
+        self._require_structures(dp_scores[:, 0], "the best score")
         scores = self._score_k(potentials, labels, lengths)  # (B, k), differentiable
         return labels, scores.masked_fill(torch.isneginf(dp_scores), float("-inf"))
 
@@ -378,16 +548,40 @@ class Structure:
         return equal.flatten(2).all(-1) if equal.dim() > 2 else equal
 
     def mask_potentials(self, potentials: Potentials, allowed: Potentials) -> Potentials:
-        """Constrained decoding by masking: parts where ``allowed`` is False get ``LOG_ZERO``.
+        """Constrained decoding by masking: parts where ``allowed`` is False get ``-inf``
+        (:attr:`mask_value`).
 
-        ``allowed`` is a bool tensor (or tuple) broadcastable to ``potentials``. Linear part
-        costs (e.g. Lagrange multipliers) are applied by plain addition to the potentials.
+        ``-inf`` is an exact exclusion at any scale (a finite value such as ``LOG_ZERO`` can be
+        beaten by large scores). ``allowed`` is a bool tensor (or tuple) broadcastable to
+        ``potentials``. An example whose masks leave no valid structure is reported (with its
+        index) by the operation it goes to. Linear part costs (e.g. Lagrange multipliers) are
+        applied by plain addition to the potentials.
         """
+        tensors, masks = as_tuple(potentials), as_tuple(allowed)
+        names = component_names(potentials)
+        if len(masks) != len(tensors):
+            raise ValueError(
+                f"allowed must have one mask per potentials tensor ({len(tensors)}); got "
+                f"{len(masks)}"
+            )
         out = []
-        for i, (p, a) in enumerate(zip(as_tuple(potentials), as_tuple(allowed))):
-            if a.dtype != torch.bool:
-                raise ValueError(f"allowed[{i}] must be a bool tensor; got dtype {a.dtype}")
-            out.append(torch.where(a, p, torch.full((), LOG_ZERO, dtype=p.dtype, device=p.device)))
+        for i, (p, a) in enumerate(zip(tensors, masks)):
+            if not isinstance(a, Tensor) or a.dtype != torch.bool:
+                got = a.dtype if isinstance(a, Tensor) else type(a).__name__
+                raise ValueError(f"allowed[{i}] must be a bool tensor; got dtype {got}")
+            if a.device != p.device:
+                raise ValueError(
+                    f"allowed[{i}] must be on the device of {names[i]} ({p.device}); got {a.device}"
+                )
+            try:
+                torch.broadcast_shapes(a.shape, p.shape)
+            except RuntimeError:
+                raise ValueError(
+                    f"allowed[{i}] must be broadcastable to {names[i]} of shape {tuple(p.shape)}; "
+                    f"got {tuple(a.shape)}"
+                ) from None
+            fill = torch.full((), self.mask_value, dtype=p.dtype, device=p.device)
+            out.append(torch.where(a, p, fill))
         return like(potentials, out)
 
 

@@ -55,7 +55,7 @@ import torch
 from torch import Tensor
 
 from structssl.semirings import LOG_ZERO, KMax, Log, Semiring
-from structssl.structures.base import Potentials, Structure, positive_int
+from structssl.structures.base import Potentials, Structure, positive_int, semiring_sum
 
 __all__ = ["CKY", "CKYPotentials", "GrammarCKY"]
 
@@ -88,6 +88,7 @@ class CKY(Structure):
     """
 
     event_shape_doc = "terms (N, NT), rules (NT, NT, NT), roots (NT,), spans (N, N, NT)"
+    mask_value = float("-inf")  # exact exclusion (see Structure.mask_potentials)
 
     def __init__(self, num_symbols: int, validate: bool = True) -> None:
         super().__init__(validate)
@@ -199,6 +200,15 @@ class CKY(Structure):
             lengths, b, n, terms.device
         )
 
+    def valid_masks(self, potentials: Potentials, lengths: Tensor) -> tuple[Optional[Tensor], ...]:
+        """Valid entries: ``terms[i]`` and ``spans[i, j]`` with ``i <= j < length``; every rule
+        and root. Other entries (padding, ``i > j``) may hold anything and are ignored."""
+        n = potentials[0].shape[1]
+        pos = torch.arange(n, device=lengths.device)
+        inside = pos.view(1, n) < lengths.view(-1, 1)  # (B, N)
+        spans = (pos.view(1, n, 1) <= pos.view(1, 1, n)) & inside.unsqueeze(1)  # (B, N, N)
+        return (inside.unsqueeze(2), None, None, spans.unsqueeze(3))
+
     def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
         b = lengths.shape[0]
         if not isinstance(labels, Tensor):
@@ -292,7 +302,7 @@ class CKY(Structure):
             chart[:, :s, w] = value
             mirror[:, w:, n - 1 - w] = value
         top = chart[torch.arange(b, device=terms.device), 0, lengths - 1]  # (B, NT, *S)
-        total = semiring.sum(semiring.mul_potentials(top, roots), dim=1)  # (B, *S)
+        total = _sum(semiring, semiring.mul_potentials(top, roots), dim=1)  # (B, *S)
         return total
 
     def _argmax(self, potentials: Potentials, lengths: Tensor) -> Tensor:
@@ -741,13 +751,17 @@ def _sum(semiring: Semiring, x: Tensor, dim: int) -> Tensor:
 
     ``x`` must be a fresh temporary (it is overwritten in place). The shift is detached (the
     result does not depend on it), and non-finite maxima (all ``-inf``) shift by 0 so that such
-    cells give ``-inf`` as :func:`torch.logsumexp` does.
+    cells give ``-inf`` as :func:`torch.logsumexp` does, with a zero (not NaN) gradient: cells
+    that no tree can reach (forbidden parts, padding) leave the gradient of the others exact.
     """
     if type(semiring) is not Log:
-        return semiring.sum(x, dim)
+        return semiring_sum(semiring, x, dim)
     shift = x.detach().amax(dim, keepdim=True)
     shift = torch.where(torch.isfinite(shift), shift, 0.0)
-    return x.sub_(shift).exp_().sum(dim).log() + shift.squeeze(dim)
+    total = x.sub_(shift).exp_().sum(dim)
+    empty = total == 0
+    out = torch.where(empty, float("-inf"), total.masked_fill(empty, 1.0).log())
+    return out + shift.squeeze(dim)
 
 
 def _row_mask(lengths: Tensor, rows: int) -> Tensor:

@@ -1,6 +1,7 @@
 """Flat multi-class labels: the trivial structure, so multi-class problems share the losses.
 
-Potentials: (B, C), one per label. Labels: (B,) long. Parts: one-hot (B, C). ``lengths`` is
+Potentials: (B, C), one per label; ``-inf`` forbids a label (+inf and NaN are rejected; an
+example with every label forbidden raises ``ValueError`` naming it). Labels: (B,) long. Parts: one-hot (B, C). ``lengths`` is
 accepted for a uniform interface and must be all ones if given. Time and memory O(B C).
 """
 
@@ -12,7 +13,7 @@ import torch
 from torch import Tensor
 
 from structssl.semirings import Semiring
-from structssl.structures.base import Potentials, Structure, positive_int
+from structssl.structures.base import Potentials, Structure, positive_int, semiring_sum
 
 __all__ = ["MultiClass"]
 
@@ -26,6 +27,7 @@ class MultiClass(Structure):
     """
 
     event_shape_doc = "(C,)"
+    mask_value = float("-inf")  # exact exclusion (see Structure.mask_potentials)
 
     def __init__(self, num_labels: int, validate: bool = True) -> None:
         super().__init__(validate)
@@ -69,7 +71,7 @@ class MultiClass(Structure):
         return labels.long()
 
     def _inside(self, potentials: Tensor, lengths: Tensor, semiring: Semiring) -> Tensor:
-        return semiring.sum(semiring.lift(potentials), dim=1)  # (B, *S)
+        return semiring_sum(semiring, semiring.lift(potentials), dim=1)  # (B, *S)
 
     def _argmax(self, potentials: Tensor, lengths: Tensor) -> Tensor:
         return potentials.argmax(dim=1)

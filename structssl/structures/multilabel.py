@@ -56,7 +56,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from structssl.semirings import LOG_ZERO, KMax, Log, Semiring
-from structssl.structures.base import Potentials, Structure, positive_int
+from structssl.structures.base import Potentials, Structure, positive_int, semiring_sum
 
 __all__ = [
     "PairwiseMultiLabel",
@@ -244,11 +244,11 @@ def star_inside(star: StarPotentials, semiring: Semiring) -> Tensor:
         raise NotImplementedError(f"star_inside supports scalar semirings only; got {semiring!r}")
     unary, edge = _check_star(star)
     b, k = unary.shape[:2]
-    leaf = semiring.sum(unary.unsqueeze(3) + edge, dim=4)  # (B, C, L, S): sum over leaf state t
+    leaf = semiring_sum(semiring, unary.unsqueeze(3) + edge, dim=4)  # (B, C, L, S): sum over leaf state t
     eye = torch.eye(k, dtype=torch.bool, device=unary.device).view(1, k, k, 1)
     leaf = torch.where(eye, torch.zeros((), dtype=leaf.dtype, device=leaf.device), leaf)
     centre = torch.diagonal(unary, dim1=1, dim2=2).transpose(1, 2)  # (B, C, S): unary[c, c, s]
-    return semiring.sum(centre + leaf.sum(2), dim=2)
+    return semiring_sum(semiring, centre + leaf.sum(2), dim=2)
 
 
 def star_log_partition(star: StarPotentials) -> Tensor:
@@ -325,6 +325,7 @@ class PairwiseMultiLabel(Structure):
     """
 
     event_shape_doc = "((K, 2), (K, K, 2, 2))"
+    mask_value = float("-inf")  # exact exclusion (see Structure.mask_potentials)
     #: largest K for the exact (enumeration) methods; above it use dual decomposition
     max_exact_labels: int = 20
 
@@ -415,6 +416,12 @@ class PairwiseMultiLabel(Structure):
             )
         return MultiLabelPotentials(unary, pairwise), self._lengths(lengths, b, unary.device)
 
+    def valid_masks(self, potentials: Potentials, lengths: Tensor) -> tuple[Optional[Tensor], ...]:
+        """Every unary entry; the pairwise entries with ``k < l`` (the others are not parts
+        and may hold anything)."""
+        k = self.num_labels
+        return (None, _upper_mask(k, potentials[1].device).view(1, k, k, 1, 1))
+
     def _lengths(self, lengths: Optional[Tensor], b: int, device: torch.device) -> Tensor:
         k = self.num_labels
         if lengths is not None:
@@ -459,17 +466,33 @@ class PairwiseMultiLabel(Structure):
             )
 
     # ------------------------------------------------------------------ enumeration
-    def _tables(self, potentials: MultiLabelPotentials) -> tuple[Tensor, Tensor, int, int]:
+    def _tables(
+        self, potentials: MultiLabelPotentials
+    ) -> tuple[Tensor, Tensor, int, int, Optional[tuple[Tensor, Tensor]]]:
         """Factors of the split enumeration: ``left (B, 2^Ka, 2Kb + 2)`` and ``right (B, 2Kb +
         2, 2^Kb)`` with ``left @ right`` the table of all scores, ``[a, b] = s_A(a) + s_B(b) +
         z_A(a)^T P_AB z_B(b)`` (``Ka = K // 2``, ``Kb = K - Ka``): ``left = [z_A P_AB, s_A, 1]``,
         ``right = [z_B^T; 1; s_B]``, so one batched matrix product makes each chunk.
+
+        Forbidden (``-inf``) parts enter the products as ``LOG_ZERO`` (so that ``0 * -inf``
+        makes no NaN) and are then excluded exactly: the last item, when some part is
+        ``-inf``, is the same pair of factors over the 0/1 indicators of the ``-inf`` parts,
+        whose product counts the forbidden parts of each configuration (see :meth:`_scores`).
         """
         unary, pairwise = potentials
+        left, right, ka, kb = self._factors(_finite(unary), _finite(pairwise))
+        neg_unary, neg_pair = torch.isneginf(unary), torch.isneginf(pairwise)
+        forbidden = None
+        if bool(neg_unary.any() | neg_pair.any()):
+            fl, fr, _, _ = self._factors(neg_unary.to(unary.dtype), neg_pair.to(unary.dtype))
+            forbidden = (fl, fr)
+        return left, right, ka, kb, forbidden
+
+    def _factors(self, unary: Tensor, pairwise: Tensor) -> tuple[Tensor, Tensor, int, int]:
         k = self.num_labels
         ka, kb = k // 2, k - k // 2
-        u = _finite(unary).reshape(unary.shape[0], 2 * k)
-        pair = _pair_matrix(_finite(pairwise))
+        u = unary.reshape(unary.shape[0], 2 * k)
+        pair = _pair_matrix(pairwise)
         z_a = _onehot_table(ka, unary.dtype, unary.device)  # (2^Ka, 2Ka)
         z_b = _onehot_table(kb, unary.dtype, unary.device)  # (2^Kb, 2Kb)
         s_a = _onehot_scores(z_a.unsqueeze(0), u[:, : 2 * ka], pair[:, : 2 * ka, : 2 * ka])
@@ -479,6 +502,18 @@ class PairwiseMultiLabel(Structure):
         left = torch.cat([g, s_a.unsqueeze(2), torch.ones_like(s_a).unsqueeze(2)], dim=2)
         right = torch.cat([z_b.t().expand(b, 2 * kb, 1 << kb), torch.ones_like(s_b).unsqueeze(1), s_b.unsqueeze(1)], dim=1)
         return left, right, ka, kb
+
+    @staticmethod
+    def _scores(
+        left: Tensor, right: Tensor, forbidden: Optional[tuple[Tensor, Tensor]], lo: int, hi: int
+    ) -> Tensor:
+        """Scores of the configurations of rows ``lo:hi`` of A: (B, rows * 2^Kb), ``-inf``
+        exactly where a configuration uses a forbidden part."""
+        scores = torch.bmm(left[:, lo:hi], right).flatten(1)
+        if forbidden is not None:
+            count = torch.bmm(forbidden[0][:, lo:hi], forbidden[1]).flatten(1)
+            scores = scores.masked_fill(count > 0.5, float("-inf"))
+        return scores
 
     def _chunks(self, b: int, ka: int, kb: int) -> list[tuple[int, int]]:
         rows = max(1, _CHUNK_ELEMENTS // max(1, b << kb))
@@ -492,33 +527,39 @@ class PairwiseMultiLabel(Structure):
     def _inside(self, potentials: Potentials, lengths: Tensor, semiring: Semiring) -> Tensor:
         self._require_exact()
         assert isinstance(potentials, MultiLabelPotentials)
-        left, right, ka, kb = self._tables(potentials)
+        left, right, ka, kb, forbidden = self._tables(potentials)
 
-        def reduce(lhs: Tensor, rhs: Tensor) -> Tensor:
-            scores = torch.bmm(lhs, rhs).flatten(1)  # (B, rows * 2^Kb)
+        def reduce(lhs: Tensor, rhs: Tensor, lo: int, hi: int) -> Tensor:
+            # lhs is left[:, lo:hi]; the forbidden table is sliced the same way
+            scores = self._scores(lhs, rhs, None, 0, hi - lo)  # (B, rows * 2^Kb)
+            if forbidden is not None:
+                count = torch.bmm(forbidden[0][:, lo:hi], forbidden[1]).flatten(1)
+                scores = scores.masked_fill(count > 0.5, float("-inf"))
             if isinstance(semiring, KMax):
                 return semiring._top(scores)  # the k best of the chunk, without lifting
-            return semiring.sum(semiring.lift(scores), dim=1)
+            return semiring_sum(semiring, semiring.lift(scores), dim=1)
 
         chunks = self._chunks(left.shape[0], ka, kb)
         grad = torch.is_grad_enabled() and (left.requires_grad or right.requires_grad)
         results = []
         for lo, hi in chunks:
             if grad and len(chunks) > 1:  # keep only (B, *S) per chunk for the backward pass
-                results.append(checkpoint(reduce, left[:, lo:hi], right, use_reentrant=False))
+                results.append(
+                    checkpoint(reduce, left[:, lo:hi], right, lo, hi, use_reentrant=False)
+                )
             else:
-                results.append(reduce(left[:, lo:hi], right))
+                results.append(reduce(left[:, lo:hi], right, lo, hi))
         if len(results) == 1:
             return results[0]
-        return semiring.sum(torch.stack(results, dim=1), dim=1)
+        return semiring_sum(semiring, torch.stack(results, dim=1), dim=1)
 
     def _argmax(self, potentials: Potentials, lengths: Tensor) -> Tensor:
         self._require_exact()
         assert isinstance(potentials, MultiLabelPotentials)
-        left, right, ka, kb = self._tables(potentials)
+        left, right, ka, kb, forbidden = self._tables(potentials)
         values, indices = [], []
         for lo, hi in self._chunks(left.shape[0], ka, kb):
-            best = torch.bmm(left[:, lo:hi], right).flatten(1).max(dim=1)
+            best = self._scores(left, right, forbidden, lo, hi).max(dim=1)
             values.append(best.values)
             indices.append(best.indices + (lo << kb))
         chunk = torch.stack(values, dim=1).argmax(dim=1, keepdim=True)
@@ -527,11 +568,11 @@ class PairwiseMultiLabel(Structure):
     def _kbest(self, potentials: Potentials, k: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
         self._require_exact()
         assert isinstance(potentials, MultiLabelPotentials)
-        left, right, ka, kb = self._tables(potentials)
+        left, right, ka, kb, forbidden = self._tables(potentials)
         b = left.shape[0]
         values, indices = [], []
         for lo, hi in self._chunks(b, ka, kb):
-            scores = torch.bmm(left[:, lo:hi], right).flatten(1)
+            scores = self._scores(left, right, forbidden, lo, hi)
             top = scores.topk(min(k, scores.shape[1]), dim=1)
             values.append(top.values)
             indices.append(top.indices + (lo << kb))
