@@ -123,6 +123,7 @@ def runs_per_label(labels: Tensor, lengths: Tensor, num_labels: int) -> Tensor:
     Shape:
         labels: (B, N) long; lengths: (B,). Returns (B, C) long.
     """
+    _check_batch(labels, lengths, None, False, num_labels)
     b, n = labels.shape
     valid = _valid(lengths, n)
     prev = torch.cat([torch.full_like(labels[:, :1], -1), labels[:, :-1]], dim=1)
@@ -143,7 +144,13 @@ def transitions_mask(labels: Tensor, lengths: Tensor) -> Tensor:
     return change & valid
 
 
-def _check_batch(labels: Tensor, lengths: Tensor, tokens: Optional[Tokens], needs_tokens: bool) -> None:
+def _check_batch(
+    labels: Tensor,
+    lengths: Tensor,
+    tokens: Optional[Tokens],
+    needs_tokens: bool,
+    num_labels: Optional[int] = None,
+) -> None:
     if not isinstance(labels, Tensor) or labels.dim() != 2 or labels.dtype != torch.long:
         got = (tuple(labels.shape), labels.dtype) if isinstance(labels, Tensor) else type(labels).__name__
         raise ValueError(f"labels must be a long tensor of shape (B, N); got {got}")
@@ -151,8 +158,25 @@ def _check_batch(labels: Tensor, lengths: Tensor, tokens: Optional[Tokens], need
     if not isinstance(lengths, Tensor) or lengths.shape != (b,):
         got = tuple(lengths.shape) if isinstance(lengths, Tensor) else type(lengths).__name__
         raise ValueError(f"lengths must have shape (B,) = ({b},); got {got}")
+    if labels.is_meta or lengths.is_meta:
+        raise ValueError("labels and lengths must hold data on a real device; got a meta tensor")
+    if lengths.device != labels.device:
+        raise ValueError(
+            f"lengths must be on the device of labels ({labels.device}); got {lengths.device}"
+        )
+    if lengths.is_floating_point() or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must have an integer dtype; got {lengths.dtype}")
     if bool((lengths < 0).any()) or bool((lengths > n).any()):
         raise ValueError(f"lengths must lie in [0, N] = [0, {n}]; got {lengths.tolist()}")
+    if num_labels is not None:
+        # out-of-range ids are an error, never clamped into another label's count
+        bad = _valid(lengths, n) & ((labels < 0) | (labels >= num_labels))
+        if bool(bad.any()):
+            e, t = bad.nonzero()[0].tolist()
+            raise ValueError(
+                f"labels must be label ids in [0, {num_labels}) at positions < length; example "
+                f"{e}, position {t} has {int(labels[e, t])}"
+            )
     if needs_tokens:
         _check_tokens(tokens, lengths)
 
@@ -377,7 +401,7 @@ class Constraint:
             Returns (B, num_counts) float.
         """
         self._bound()
-        _check_batch(labels, lengths, tokens, self.needs_tokens)
+        _check_batch(labels, lengths, tokens, self.needs_tokens, self.num_labels)
         return self._counts(labels, lengths, tokens).to(torch.get_default_dtype())
 
     def _counts(self, labels: Tensor, lengths: Tensor, tokens: Optional[Tokens]) -> Tensor:
@@ -411,7 +435,7 @@ class Constraint:
         self._bound()
         if self.level != "instance":
             raise NotImplementedError(f"{self.name}: corpus-level constraints have no per-example indicators")
-        _check_batch(labels, lengths, tokens, self.needs_tokens)
+        _check_batch(labels, lengths, tokens, self.needs_tokens, self.num_labels)
         return self._indicators(labels, lengths, tokens).to(torch.get_default_dtype())
 
     def _indicators(self, labels: Tensor, lengths: Tensor, tokens: Optional[Tokens]) -> Tensor:

@@ -24,6 +24,8 @@ ARFF format of Weka (Witten et al.).
 
 from __future__ import annotations
 
+import math
+
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,15 +258,27 @@ def read_arff(
                 if not text.endswith("}"):
                     raise ValueError("expected a sparse row '{index value, ...}'")
                 body = text[1:-1].strip()
+                seen: set[int] = set()
                 for entry in _split_values(body) if body else []:
                     parts = entry.split(None, 1)
                     if len(parts) != 2:
                         raise ValueError(f"expected 'index value' in a sparse row; got {entry!r}")
-                    idx = int(parts[0])
+                    try:
+                        idx = int(parts[0])
+                    except ValueError:
+                        raise ValueError(
+                            f"expected an integer attribute index in a sparse row; got {parts[0]!r}"
+                        ) from None
                     if not 0 <= idx < num_attr:
                         raise ValueError(
                             f"expected an attribute index in 0..{num_attr - 1}; got {idx}"
                         )
+                    if idx in seen:
+                        raise ValueError(
+                            f"expected each attribute index at most once in a sparse row; index "
+                            f"{idx} ({names[idx]!r}) appears twice"
+                        )
+                    seen.add(idx)
                     row[idx] = _value(parts[1].strip(), lookup[idx], names[idx])
             else:
                 values = _split_values(text)
@@ -334,9 +348,12 @@ def _number(text: str, name: str) -> float:
     if text == "?":
         raise ValueError(f"missing value '?' for attribute {name!r} (not supported)")
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise ValueError(f"expected a number for attribute {name!r}; got {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number for attribute {name!r}; got {text!r}")
+    return value
 
 
 def _value(text: str, lookup: Optional[dict[str, float]], name: str) -> float:

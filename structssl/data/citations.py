@@ -12,6 +12,11 @@ reader splits the column using the ``|`` counts of the token and its two neighbo
 previous-stem and next-stem fields); a column that does not fit raises ``ValueError`` naming
 the file and line.
 
+Whitespace: spaces at the end of a line (after the features column, e.g. ``...|NNP ``) are
+dropped (a documented normalisation: editors and exports add them); whitespace around a token
+or inside a feature field is an error naming the file and line (it would silently become a
+different token or feature, e.g. ``'NNP '``).
+
 The 13 labels (:data:`CITATION_LABELS`): author, booktitle, date, editor, institution,
 journal, location, note, pages, publisher, tech, title, volume. The unlabeled file's label
 column is a dummy (``author`` everywhere); read it with ``labeled=False``.
@@ -98,8 +103,10 @@ def read_citations(
         A :class:`TaggedCorpus` whose sequences carry the 7 provided features per token.
 
     Raises:
-        ValueError: a line without exactly 3 TAB-separated columns, an unknown label, or a
-            features column that does not split into 7 fields (file and line named).
+        ValueError: a line without exactly 3 TAB-separated columns, an unknown label, a token
+            with surrounding whitespace, a feature field with whitespace, or a features column
+            that does not split into 7 fields (file and line named). Trailing whitespace at the
+            end of a line is dropped.
     """
     corpus = read_columns(
         path,
@@ -117,6 +124,13 @@ def read_citations(
         n = len(bars)
         for offset, cols in enumerate(seq.features or ()):
             (column,) = cols
+            column = column.rstrip()  # trailing whitespace at the end of the line
+            token = seq.tokens[offset]
+            if token != token.strip() or not token:
+                raise ValueError(
+                    f"{path}:{seq.line + offset}: expected a token without surrounding "
+                    f"whitespace; got {token!r}"
+                )
             context = (
                 bars[offset],
                 bars[offset - 1] if offset > 0 else 0,
@@ -127,6 +141,12 @@ def read_citations(
                 raise ValueError(
                     f"{path}:{seq.line + offset}: expected {_NUM_FIELDS} '|'-separated "
                     f"features ({', '.join(CITATION_FEATURE_NAMES)}); got {column!r}"
+                )
+            spaced = [f for f in split if f != "".join(f.split())]
+            if spaced:
+                raise ValueError(
+                    f"{path}:{seq.line + offset}: expected feature fields without whitespace; got "
+                    f"{spaced[0]!r} in {column!r}"
                 )
             feats.append(split)
         sequences.append(

@@ -9,7 +9,9 @@ Format: one letter per line, TAB-separated, 134 fields and no header::
 binary, row-major 16 rows x 8 columns. Letters are grouped into words by following the
 ``next_id`` chain from each word's first letter (the letter no other letter points to); the
 ``word_id``, ``position`` and ``fold`` columns are checked against the chains. Any
-inconsistency raises ``ValueError`` naming the file and line.
+inconsistency (duplicate ids, a next_id out of range or pointed to twice, a letter outside
+a-z, a pixel other than 0 / 1, a wrong field count) raises ``ValueError`` naming the file and
+line. A CR or spaces at the end of a line are dropped (CRLF files).
 
 The usual protocol (Taskar et al. 2004) is 10-fold: train on one fold and test on the other
 nine (or the reverse); see :func:`ocr_fold_split`.
@@ -116,7 +118,8 @@ def read_ocr(path: PathLike) -> OcrWords:
                 f"{path}:{number}: expected a letter line with {_NUM_FIELDS} fields; "
                 "got an empty line"
             )
-        fields = line.split("\t", 6)
+        # documented normalisation: a CR (CRLF files) or spaces at the end of a line are dropped
+        fields = line.rstrip("\r ").split("\t", 6)
         if len(fields) != 7:
             raise ValueError(
                 f"{path}:{number}: expected {_NUM_FIELDS} TAB-separated fields; got {len(fields)}"

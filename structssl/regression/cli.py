@@ -40,7 +40,7 @@ from structssl.regression.corlsr import (
     random_views,
     scaled_rmse,
 )
-from structssl.regression.kernels import eta_heuristic
+from structssl.regression.kernels import check_finite, eta_heuristic
 from structssl.script_config import config_parser, parse_with_config, write_summary
 
 __all__ = ["METHODS", "build_parser", "inverse_cv", "load_data", "main", "parse_args"]
@@ -111,6 +111,8 @@ def load_data(args: argparse.Namespace) -> tuple[Tensor, Tensor, Optional[list[l
         y = torch.tensor(y, dtype=torch.float64)
     else:
         x, y, what = _read_csv(Path(args.data), args.target)
+    check_finite(x, "attributes x")
+    check_finite(y, "targets y")
     if args.scaling == "zscored":
         std = x.std(0)
         std[std == 0] = 1.0
@@ -126,16 +128,47 @@ def _read_csv(path: Path, target: Optional[str]) -> tuple[Tensor, Tensor, str]:
     if target is None:
         raise ValueError("--target is required with a CSV file")
     with path.open(newline="") as fh:
-        rows = list(csv.reader(fh))
+        reader = csv.reader(fh)
+        rows = [(reader.line_num, r) for r in reader]
+    rows = [(n, r) for n, r in rows if r and any(v.strip() for v in r)]  # blank lines skipped
     if len(rows) < 2:
         raise ValueError(f"{path}: needs a header row and at least one data row")
-    head = [h.strip() for h in rows[0]]
+    head_line, header = rows[0]
+    head = [h.strip() for h in header]  # documented: spaces around column names are dropped
+    for c, h in enumerate(head):
+        if not h:
+            raise ValueError(f"{path}:{head_line}: column {c + 1} of the header has no name")
+        if h in head[:c]:
+            raise ValueError(
+                f"{path}:{head_line}: expected distinct column names; {h!r} is both column "
+                f"{head.index(h) + 1} and column {c + 1}"
+            )
     if target not in head:
         raise ValueError(f"--target {target!r} is not a column of {path}: {head}")
-    try:
-        table = torch.tensor([[float(v) for v in r] for r in rows[1:] if r], dtype=torch.float64)
-    except ValueError as err:
-        raise ValueError(f"{path}: every value must be numeric ({err})") from None
+    values = []
+    for line, r in rows[1:]:
+        if len(r) != len(head):
+            raise ValueError(
+                f"{path}:{line}: expected {len(head)} comma-separated values (as the header); "
+                f"got {len(r)}"
+            )
+        out = []
+        for c, v in enumerate(r):
+            try:
+                number = float(v)
+            except ValueError:
+                raise ValueError(
+                    f"{path}:{line}: column {head[c]!r} must be numeric; got {v!r}"
+                ) from None
+            if not math.isfinite(number):
+                what = "target" if head[c] == target else "attribute"
+                raise ValueError(
+                    f"{path}:{line}: {what} column {head[c]!r} must be a finite number; got {v!r} "
+                    "(missing values are not supported: drop or impute the row)"
+                )
+            out.append(number)
+        values.append(out)
+    table = torch.tensor(values, dtype=torch.float64)
     col = head.index(target)
     keep = [c for c in range(len(head)) if c != col]
     return table[:, keep], table[:, col], f"{path.name} ({len(keep)} attributes, target {target})"
@@ -172,6 +205,15 @@ def inverse_cv(x: Tensor, y: Tensor, natural_views: Optional[list[list[int]]],
     Shape:
         x: (N, d); y: (N,). Returns {method: [runs floats]}.
     """
+    if not isinstance(x, Tensor) or x.dim() != 2 or not isinstance(y, Tensor) or y.shape != x.shape[:1]:
+        got = (
+            (tuple(x.shape), tuple(y.shape))
+            if isinstance(x, Tensor) and isinstance(y, Tensor)
+            else (type(x).__name__, type(y).__name__)
+        )
+        raise ValueError(f"x must be (N, d) and y (N,) tensors; got {got[0]} and {got[1]}")
+    check_finite(x, "x")
+    check_finite(y, "y")
     n, d = x.shape
     if not 2 <= folds <= n:
         raise ValueError(f"folds must be in [2, {n}] for {n} examples; got {folds}")

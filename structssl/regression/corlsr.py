@@ -53,7 +53,7 @@ from typing import Literal, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from structssl.regression.kernels import GaussianKernel, Kernel, check_matrix, eta_heuristic
+from structssl.regression.kernels import GaussianKernel, Kernel, check_finite, check_matrix, eta_heuristic
 
 __all__ = [
     "BCDResult",
@@ -534,6 +534,8 @@ def scaled_rmse(predictions: Tensor, targets: Tensor) -> float:
             "predictions and targets must be non-empty 1-d tensors of the same shape; got "
             f"{tuple(predictions.shape)} and {tuple(targets.shape)}"
         )
+    check_finite(targets, "targets")
+    check_finite(predictions, "predictions")
     scale = float(targets.abs().max())
     if scale == 0.0:
         raise ValueError("scaled_rmse: all targets are 0, so max |y_i| = 0")

@@ -39,6 +39,20 @@ def check_matrix(x: object, name: str) -> Tensor:
         raise ValueError(f"{name} must be 2-d (num_points, num_features); got shape {tuple(x.shape)}")
     if not x.is_floating_point():
         raise TypeError(f"{name} must have a floating-point dtype; got {x.dtype}")
+    check_finite(x, name)
+    return x
+
+
+def check_finite(x: Tensor, name: str) -> Tensor:
+    """``x`` if every value is finite, else a ``ValueError`` naming ``name``, the first
+    non-finite entry (row, column) and its value."""
+    if x.numel() and not bool(torch.isfinite(x).all()):
+        index = (~torch.isfinite(x)).nonzero()[0].tolist()
+        where = ", ".join(str(i) for i in index)
+        raise ValueError(
+            f"{name} must be finite (no NaN or inf); got {x[tuple(index)].item()} at "
+            f"{name}[{where}]"
+        )
     return x
 
 
