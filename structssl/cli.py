@@ -27,8 +27,10 @@ Additions to the stock ``LightningCLI``:
 
 from __future__ import annotations
 
+import logging
 import sys
 import warnings
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 #: a deprecation warning raised inside Lightning 2.6's pytree helpers under recent torch
@@ -57,13 +59,130 @@ def _demo(argv: Sequence[str]) -> int:
     return 0
 
 
+#: every ``structssl`` subcommand and what it does (``structssl --help``)
+SUBCOMMANDS = {
+    "fit": "train a model from a YAML config (Lightning CLI); checkpoints in "
+    "<default_root_dir>/checkpoints/{best,last}.ckpt",
+    "validate": "evaluate a checkpoint on the data module's dev split (--ckpt_path)",
+    "test": "evaluate a checkpoint on the data module's test split (--ckpt_path)",
+    "predict": "tag a file with a trained model: --model RUN_DIR --input FILE --output FILE",
+    "baselines": "QP and perceptron baselines (cutting-plane structural SVM, coSVM, ...)",
+    "demo": "a linear-chain CRF on built-in synthetic data, in plain torch",
+}
+
+
+def _print_help() -> None:
+    width = max(map(len, SUBCOMMANDS))
+    print("usage: structssl SUBCOMMAND [options]   (structssl SUBCOMMAND --help for its options)")
+    print()
+    print("Semi-supervised structured prediction on batched semiring dynamic programs.")
+    print()
+    print("subcommands:")
+    for name, text in SUBCOMMANDS.items():
+        print(f"  {name:<{width}}  {text}")
+    print()
+    print("e.g. structssl fit --config configs/quickstart.yaml")
+
+
+class _DropAdverts(logging.Filter):
+    """Drop Lightning's "💡 Tip" adverts for cloud products (not actionable here)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip:" not in str(record.msg)
+
+
+def _predict(argv: Sequence[str]) -> int:
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(
+        prog="structssl predict",
+        description="Tag a file with a trained sequence tagger. The output has one "
+        "'token<TAB>tag' line per token and a blank line after each sentence, in the input's "
+        "order; --confidence adds the marginal probability of each tag, --kbest K the tags of "
+        "the 2nd..K-th best taggings. An input that carries tags in the training layout is "
+        "also scored.",
+    )
+    parser.add_argument("--config", action=ActionConfigFile)
+    parser.add_argument(
+        "--model", type=str, required=True,
+        help="a run directory of `structssl fit` (its checkpoints/best.ckpt, else last.ckpt) or "
+        "a .ckpt file",
+    )
+    parser.add_argument(
+        "--input", type=str, required=True,
+        help="sentences to tag: one token per line (other columns allowed), blank line between "
+        "sentences",
+    )
+    parser.add_argument("--output", type=str, required=True, help="where the predictions go")
+    parser.add_argument("--confidence", type=bool, default=False,
+                        help="add each tag's marginal probability as a third column")
+    parser.add_argument("--kbest", type=int, default=1,
+                        help="add the tags of the 2nd..k-th best taggings as further columns")
+    parser.add_argument("--batch_size", type=int, default=256, help="sentences decoded at once")
+    cfg = parser.parse_args(list(argv))
+    from pathlib import Path
+
+    from structssl.predict import Tagger
+
+    if Path(cfg.output).resolve() == Path(cfg.input).resolve():
+        raise SystemExit(f"structssl predict: --output must differ from --input ({cfg.input})")
+    try:
+        tagger = Tagger.load(cfg.model, batch_size=cfg.batch_size)
+        summary = tagger.tag_file(cfg.input, cfg.output, confidence=cfg.confidence,
+                                  kbest=cfg.kbest)
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"structssl predict: {err}") from None
+    line = (f"tagged {summary['sentences']} sentences ({summary['tokens']} tokens) of "
+            f"{cfg.input} -> {cfg.output}")
+    scores = [f"{k} {summary[k]:.4f}" for k in ("span_f1", "token_accuracy") if k in summary]
+    if scores:
+        line += "; against the input's tags: " + ", ".join(scores)
+    print(line)
+    return 0
+
+
 def _cli_class() -> Any:
     """The ``LightningCLI`` subclass (built lazily: ``structssl demo`` needs no Lightning)."""
     import torch
     from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 
+    # the procedures and data modules, so that short class names work (--data.help
+    # CoNLLDataModule, class_path: SupervisedModule)
+    import structssl.data.datamodule  # noqa: F401
+    import structssl.data.multilabel_module  # noqa: F401
+    import structssl.training  # noqa: F401
+
+    for name in ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropAdverts) for f in logger.filters):
+            logger.addFilter(_DropAdverts())
+
     class StructSSLCLI(LightningCLI):
-        """``LightningCLI`` with ``test_after_fit``, ``num_threads`` and a CSV logger default."""
+        """``LightningCLI`` with ``test_after_fit``, ``num_threads``, a CSV logger default and
+        fixed-name checkpoints (:class:`~structssl.training.checkpointing.RunCheckpoint`)."""
+
+        @staticmethod
+        def subcommands() -> dict[str, set[str]]:
+            # `predict` is structssl's own (it writes files); see structssl.predict
+            return {k: v for k, v in LightningCLI.subcommands().items() if k != "predict"}
+
+        def instantiate_trainer(self, **kwargs: Any) -> Any:
+            from pytorch_lightning.callbacks import ModelCheckpoint
+
+            from structssl.training.checkpointing import RunCheckpoint
+
+            trainer = self._get(self.config_init, "trainer", default={})
+            callbacks = trainer.get("callbacks") or []
+            callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
+            if trainer.get("enable_checkpointing") is not False and not any(
+                isinstance(c, ModelCheckpoint) for c in callbacks
+            ):
+                root = Path(trainer.get("default_root_dir") or ".")
+                kwargs["callbacks"] = [*callbacks, RunCheckpoint(root / "checkpoints")]
+            splits = getattr(self.datamodule, "splits", None)
+            if isinstance(splits, dict) and not splits.get("dev"):
+                kwargs["limit_val_batches"] = 0  # no dev set: no validation loop
+            return super().instantiate_trainer(**kwargs)
 
         def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
             parser.add_argument(
@@ -100,8 +219,13 @@ def _cli_class() -> Any:
                 )
 
         def after_fit(self) -> None:
-            if self._sub().get("test_after_fit"):
-                self.trainer.test(self.model, datamodule=self.datamodule)
+            if not self._sub().get("test_after_fit"):
+                return
+            splits = getattr(self.datamodule, "splits", None)
+            if isinstance(splits, dict) and not splits.get("test"):
+                print("test_after_fit: the data module has no test examples; not tested")
+                return
+            self.trainer.test(self.model, datamodule=self.datamodule)
 
     return StructSSLCLI
 
@@ -140,14 +264,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``structssl`` command: ``demo``, ``baselines`` (the QP and perceptron
     baselines, see ``structssl baselines --help``) or a LightningCLI subcommand."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "demo":
+    if not args or args[0] in ("-h", "--help"):
+        _print_help()
+        return 0
+    if args[0] == "demo":
         return _demo(args[1:])
+    if args[0] == "predict":
+        return _predict(args[1:])
     if args and args[0] == "baselines":
         from structssl.baselines.__main__ import main as baselines_main
 
         baselines_main(args[1:])
         return 0
-    cli_main(args)
+    cli_main(None if argv is None else args)
     return 0
 
 

@@ -221,7 +221,9 @@ def test_conll_datamodule_on_fixture(tmp_path: Path, two_view: bool) -> None:
     )
     dm.setup("fit")
     assert (dm.num_labeled_examples, dm.num_unlabeled_examples) == (2, 2)
-    assert len(dm.splits["test"]) == 3 and dm.num_labels == 9
+    # the tag set is learned from the training file: O and B-/I- of LOC, ORG, PER
+    assert len(dm.splits["test"]) == 3 and dm.num_labels == 7
+    assert dm.tags == ("O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER")
     ex = dm.splits["labeled"][0]
     assert ex["inputs"].dtype == torch.long and ex["labels"].shape == (ex["inputs"].shape[0],)
     assert dm.num_features > 1

@@ -73,6 +73,8 @@ def read_columns(
     docstart: Literal["boundary", "token", "error"] = "boundary",
     feature_separator: Optional[str] = None,
     first_labels: Seq[str] = ("O",),
+    feature_columns: Optional[Seq[int]] = None,
+    encoding: str = "utf-8",
 ) -> TaggedCorpus:
     """Read a blank-line separated column file (the engine behind the CoNLL and citation readers).
 
@@ -89,6 +91,9 @@ def read_columns(
         docstart: how ``-DOCSTART-`` lines are handled (see the module docstring).
         feature_separator: if given, each remaining column is further split on it.
         first_labels: labels placed first in a vocabulary built from the file.
+        feature_columns: the columns that become each token's provided ``features``, in this
+            order (default: every column other than the token and the label column).
+        encoding: the file's text encoding.
 
     Returns:
         The sequences and their label vocabulary.
@@ -133,7 +138,7 @@ def read_columns(
             )
         tokens, tags, feats = [], [], []
 
-    for number, line in iter_lines(path):
+    for number, line in iter_lines(path, encoding):
         if not line.strip():
             flush()
             continue
@@ -151,10 +156,19 @@ def read_columns(
             continue
         if expected is None:
             expected = len(cols)
-            for name, col in (("token_column", token_column), ("label_column", label_column)):
+            if label_column is not None and token_column % expected == label_column % expected:
+                raise ValueError(
+                    f"{path_s}:{number}: expected a token and a label column; got {expected} "
+                    f"column(s), where token_column={token_column} and label_column="
+                    f"{label_column} are the same column (is this file untagged?)"
+                )
+            named = [("token_column", token_column), ("label_column", label_column)]
+            named += [("feature_columns", c) for c in feature_columns or ()]
+            for name, col in named:
                 if col is not None and not -expected <= col < expected:
                     raise ValueError(
-                        f"{path_s}:{number}: {name}={col} is out of range for {expected} columns"
+                        f"{path_s}:{number}: {name}={col} is out of range for the {expected} "
+                        f"column(s) of this line: {_short(line)}"
                     )
         if len(cols) != expected:
             raise ValueError(
@@ -181,7 +195,10 @@ def read_columns(
                     f"{path_s}:{number}: expected a label in {list(vocab.items)}; got {tag!r}"
                 )
             tags.append(tag)
-        rest = [c for i, c in enumerate(cols) if i != tok_i and i != lab_i]
+        if feature_columns is None:
+            rest = [c for i, c in enumerate(cols) if i != tok_i and i != lab_i]
+        else:
+            rest = [cols[i] for i in feature_columns]
         if feature_separator is not None:
             rest = [p for c in rest for p in c.split(feature_separator)]
         if not tokens:

@@ -58,7 +58,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Literal, Optional, Union
+from typing import Any, Iterable, Literal, Optional, Union
 from typing import Sequence as Seq
 
 import torch
@@ -260,6 +260,51 @@ class FeatureExtractor:
             f"FeatureExtractor(templates={self.templates}, window={self.window}, "
             f"window_templates={self.window_templates}, min_count={self.min_count}{fitted})"
         )
+
+    # ------------------------------------------------------------------------ saving
+    def state_dict(self) -> dict[str, Any]:
+        """The options and the learned vocabulary as plain lists (what a checkpoint keeps).
+
+        Raises:
+            RuntimeError: before :meth:`fit`.
+        """
+        return {
+            "templates": list(self.templates),
+            "window": self.window,
+            "window_templates": list(self.window_templates),
+            "min_count": self.min_count,
+            "affix_lengths": list(self.affix_lengths),
+            "ngram_orders": list(self.ngram_orders),
+            "vocabulary": list(self.feature_names),
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> "FeatureExtractor":
+        """The fitted extractor of :meth:`state_dict`.
+
+        Raises:
+            ValueError: ``state`` lacks a key or its vocabulary does not start with ``<pad>``.
+        """
+        keys = ("templates", "window", "window_templates", "min_count", "affix_lengths",
+                "ngram_orders", "vocabulary")
+        missing = [k for k in keys if k not in state]
+        if missing:
+            raise ValueError(f"a FeatureExtractor state must hold {list(keys)}; missing {missing}")
+        vocabulary = list(state["vocabulary"])
+        if not vocabulary or vocabulary[0] != "<pad>":
+            raise ValueError(
+                "a FeatureExtractor vocabulary must start with '<pad>'; got "
+                f"{vocabulary[:1]!r}"
+            )
+        out = cls(
+            templates=state["templates"], window=int(state["window"]),
+            window_templates=state["window_templates"] or ("lower",),
+            min_count=int(state["min_count"]), affix_lengths=state["affix_lengths"],
+            ngram_orders=state["ngram_orders"],
+        )
+        out.window_templates = tuple(state["window_templates"])
+        out.vocabulary = Vocabulary(vocabulary)
+        return out
 
     # ------------------------------------------------------------------------ strings
     def _token_strings(self, token: str, offset: int) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ Time O(B N (F + C^2)) (sparse) or O(B N (D C + C^2)) (dense); memory O(B N C^2).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
@@ -93,10 +93,13 @@ class ChainHead(Scorer):
 class LinearChainScorer(Scorer):
     """Linear chain scorer ``x -> (B, N, C, C)`` potentials (see the module docstring).
 
-    Exactly one of ``num_features``, ``num_words``, ``input_dim`` is given.
+    At most one of ``num_features``, ``num_words``, ``input_dim`` is given. Sizes left out
+    (``num_labels``, or all three input sizes) are taken from the data when a training
+    procedure sets up (:meth:`resolve_sizes` with the data module's ``num_labels`` and
+    ``num_features`` / ``input_dim``); the weights exist from then on.
 
     Args:
-        num_labels: C.
+        num_labels: C (default: from the data).
         num_features: sparse feature index space (inputs (B, N, F) long, 0 = padding).
         num_words: word vocabulary (inputs (B, N) long word ids).
         input_dim: D of dense inputs (B, N, D).
@@ -114,7 +117,7 @@ class LinearChainScorer(Scorer):
 
     def __init__(
         self,
-        num_labels: int,
+        num_labels: Optional[int] = None,
         num_features: Optional[int] = None,
         num_words: Optional[int] = None,
         input_dim: Optional[int] = None,
@@ -125,17 +128,83 @@ class LinearChainScorer(Scorer):
         validate: bool = True,
     ) -> None:
         super().__init__()
-        self.num_labels = positive_int(num_labels, "num_labels")
+        self.num_labels = 0 if num_labels is None else positive_int(num_labels, "num_labels")
         self.validate = bool(validate)
-        self.emission = LinearInputs(
-            self.num_labels, num_features, num_words, input_dim, bias, init_std, validate
+        self._options = dict(
+            num_features=num_features, num_words=num_words, input_dim=input_dim,
+            transitions=transitions, start_end=start_end, bias=bias, init_std=init_std,
         )
-        self.head = ChainHead(self.num_labels, transitions, start_end, init_std)
+        self.emission: Optional[LinearInputs] = None
+        self.head: Optional[ChainHead] = None
+        if self.num_labels and any(
+            self._options[k] is not None for k in ("num_features", "num_words", "input_dim")
+        ):
+            self._build()
+
+    def _build(self) -> None:
+        o = self._options
+        self.emission = LinearInputs(
+            self.num_labels, o["num_features"], o["num_words"], o["input_dim"], o["bias"],
+            o["init_std"], self.validate,
+        )
+        self.head = ChainHead(self.num_labels, o["transitions"], o["start_end"], o["init_std"])
+
+    def resolve_sizes(self, sizes: dict[str, Any]) -> None:
+        """Take the sizes left out from the data, and build the weights.
+
+        Args:
+            sizes: the data module's sizes: ``num_labels`` and the input size it provides
+                (``num_features`` for sparse features, ``input_dim`` for dense inputs).
+
+        Raises:
+            ValueError: a size given to the constructor differs from the data's, or the data
+                gives no input size where none was given.
+        """
+        o = self._options
+        given = sizes.get("num_labels")
+        if given is not None:
+            if self.num_labels and self.num_labels != given:
+                raise ValueError(
+                    f"LinearChainScorer num_labels = {self.num_labels} does not match the data's "
+                    f"num_labels = {given} (leave num_labels out to take it from the data)"
+                )
+            self.num_labels = positive_int(given, "num_labels")
+        input_keys = ("num_features", "num_words", "input_dim")
+        mine = [k for k in input_keys if o[k] is not None]
+        for key in input_keys:
+            value = sizes.get(key)
+            if value is None or (mine and key not in mine):
+                continue
+            if o[key] is not None and o[key] != value:
+                raise ValueError(
+                    f"LinearChainScorer {key} = {o[key]} does not match the data's {key} = "
+                    f"{value} (leave {key} out to take it from the data)"
+                )
+            o[key] = value
+            mine = [key]
+        if self.emission is None:
+            if not self.num_labels or not mine:
+                raise ValueError(
+                    "LinearChainScorer needs num_labels and one of num_features, num_words, "
+                    f"input_dim; got num_labels={self.num_labels or None}, sizes from the data "
+                    f"{sorted(sizes)}"
+                )
+            self._build()
+
+    def _built(self) -> tuple[LinearInputs, ChainHead]:
+        if self.emission is None or self.head is None:
+            raise ValueError(
+                "LinearChainScorer has no weights yet: give num_labels and num_features / "
+                "num_words / input_dim, or train it through a procedure whose data module gives "
+                "them"
+            )
+        return self.emission, self.head
 
     def reset_parameters(self) -> None:
         """Re-initialise all weights (deterministic given the torch seed)."""
-        self.emission.reset_parameters()
-        self.head.reset_parameters()
+        emission, head = self._built()
+        emission.reset_parameters()
+        head.reset_parameters()
 
     def unary(self, inputs: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
         """Per-position label potentials ``W^T phi(x_t) + b``, zero at padded positions.
@@ -147,12 +216,13 @@ class LinearChainScorer(Scorer):
         return unary
 
     def _unary(self, inputs: Tensor, lengths: Optional[Tensor]) -> tuple[Tensor, Tensor]:
-        self.emission.check(inputs, "B, N")
+        emission, _ = self._built()
+        emission.check(inputs, "B, N")
         b, n = inputs.shape[:2]
         if n == 0:
             raise ValueError(f"inputs must have N >= 1 positions; got shape {tuple(inputs.shape)}")
         lengths = check_lengths(lengths, b, n, inputs.device, self.validate)
-        unary = self.emission(inputs)  # (B, N, C)
+        unary = emission(inputs)  # (B, N, C)
         valid = LinearChain.valid_mask(lengths, n).unsqueeze(2)  # (B, N, 1)
         return torch.where(
             valid, unary, torch.zeros((), dtype=unary.dtype, device=unary.device)
@@ -174,4 +244,4 @@ class LinearChainScorer(Scorer):
             ValueError: wrong input shape, dtype or values, or ``lengths`` not matching.
         """
         unary, lengths = self._unary(inputs, lengths)
-        return self.head(unary, lengths)
+        return self._built()[1](unary, lengths)

@@ -15,7 +15,7 @@ split(batch.indices)``), done in the data pipeline.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 from torch import Tensor, nn
 
@@ -61,6 +61,20 @@ class TwoViewScorer(Scorer):
                 raise TypeError(f"{name} must be an nn.Module; got {type(view).__name__}")
         self.view_a = view_a
         self.view_b = view_b
+
+    def resolve_sizes(self, sizes: dict[str, Any]) -> None:
+        """Pass the data's sizes to the views: ``view_num_features[v]`` is view v's
+        ``num_features`` (``view_input_dims[v]`` its ``input_dim``); ``num_labels`` to both."""
+        for v, view in enumerate((self.view_a, self.view_b)):
+            resolve = getattr(view, "resolve_sizes", None)
+            if resolve is None:
+                continue
+            own = {"num_labels": sizes.get("num_labels")}
+            for whole, part in (("view_num_features", "num_features"),
+                                ("view_input_dims", "input_dim")):
+                if sizes.get(whole) is not None:
+                    own[part] = sizes[whole][v]
+            resolve(own)
 
     def forward(
         self, inputs_a: Tensor, inputs_b: Tensor, lengths: Optional[Tensor] = None

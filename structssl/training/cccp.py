@@ -324,7 +324,7 @@ class CCCPModule(StructuredModule):
         regularize_bias: bool = True,
         num_labeled: Optional[int] = None,
         num_unlabeled: Optional[int] = None,
-        task: Task = "sequence",
+        task: Optional[Task] = None,
         tags: Optional[Sequence[str]] = None,
     ) -> None:
         super().__init__(

@@ -60,6 +60,7 @@ import torch
 from torch import Tensor, nn
 
 from structssl.losses import CRFNLLLoss, NablaCoSVMLoss, NablaSVMLoss, NablaTSVMLoss
+from structssl.losses.nabla import LabelBalanceLoss, label_proportions
 from structssl.metrics import task_metrics
 from structssl.scorers.base import weight_norm_squared
 from structssl.structures.base import Potentials, Structure
@@ -75,6 +76,12 @@ __all__ = [
 Task = Literal["sequence", "bio", "multiclass", "multilabel", "tree"]
 OptimizerName = Literal["lbfgs", "adam", "sgd"]
 Batch = dict[str, Any]
+
+#: the metric of each task that selects the best checkpoint on dev
+_PRIMARY_METRIC = {
+    "sequence": "token_accuracy", "bio": "span_f1", "multiclass": "accuracy",
+    "multilabel": "micro_f1", "tree": "bracket_f1",
+}
 
 
 class ObjectiveTerms(NamedTuple):
@@ -160,7 +167,7 @@ class StructuredModule(pl.LightningModule):
         regularize_bias: bool = True,
         num_labeled: Optional[int] = None,
         num_unlabeled: Optional[int] = None,
-        task: Task = "sequence",
+        task: Optional[Task] = None,
         tags: Optional[Sequence[str]] = None,
     ) -> None:
         super().__init__()
@@ -182,16 +189,54 @@ class StructuredModule(pl.LightningModule):
         self.regularize_bias = bool(regularize_bias)
         self.num_labeled = _optional_count(num_labeled, "num_labeled", 1)
         self.num_unlabeled = _optional_count(num_unlabeled, "num_unlabeled", 0)
-        self.task = task
+        self._given_task = task
         self.tags = None if tags is None else tuple(tags)
         self.automatic_optimization = False
         self._scorer_takes_lengths = _takes(scorer, "lengths")
-        self.train_metrics = task_metrics(task, "train/", self.tags)
-        self.val_metrics = task_metrics(task, "val/", self.tags)
-        self.test_metrics = task_metrics(task, "test/", self.tags)
+        self._set_task(task or "sequence")
+        #: the data format the model was trained on (a plain dict, kept in checkpoints; e.g. a
+        #: :class:`~structssl.data.tagging.TaggingFormat`'s state): what prediction needs
+        self.data_format: Optional[dict[str, Any]] = None
+        self._sizes: dict[str, Any] = {}
+        self._save_configuration()
         self.register_buffer("current_C", torch.tensor(self.C, dtype=torch.float64))
         self.register_buffer("current_Cu", torch.tensor(self.Cu, dtype=torch.float64))
         self.register_buffer("current_rho", torch.tensor(float("nan"), dtype=torch.float64))
+
+    def _set_task(self, task: Task) -> None:
+        self.task = task
+        self.train_metrics = task_metrics(task, "train/", self.tags)
+        self.val_metrics = task_metrics(task, "val/", self.tags)
+        self.test_metrics = task_metrics(task, "test/", self.tags)
+
+    def _save_configuration(self) -> None:
+        """Keep the constructor's configuration in checkpoints (``hparams``).
+
+        Under the ``structssl`` CLI the configuration is the YAML the model was built from
+        (class paths and init args of the structure, scorer and losses), so
+        ``Procedure.load_from_checkpoint(path)`` rebuilds the model alone; built in Python, the
+        plain arguments are kept and the module arguments (structure, scorer, losses) must be
+        passed again to ``load_from_checkpoint``.
+        """
+        try:
+            from pytorch_lightning.core.mixins.hparams_mixin import _given_hyperparameters
+        except ImportError:  # pragma: no cover - older Lightning: plain arguments only
+            given = None
+        else:
+            given = _given_hyperparameters.get()
+        frame = inspect.currentframe()
+        assert frame is not None and frame.f_back is not None
+        init_frame = frame.f_back  # StructuredModule.__init__; Lightning walks up the subclasses'
+        modules: set[str] = set()
+        walk: Any = init_frame
+        while walk is not None and walk.f_code.co_name == "__init__" and walk.f_locals.get(
+            "self"
+        ) is self:
+            modules |= {k for k, v in walk.f_locals.items() if isinstance(v, (nn.Module, Structure))}
+            walk = walk.f_back
+        self.save_hyperparameters(
+            ignore=None if given is not None else sorted(modules), frame=init_frame
+        )
 
     # ------------------------------------------------------------------ hyper-parameters
     def losses(self) -> list[nn.Module]:
@@ -249,7 +294,15 @@ class StructuredModule(pl.LightningModule):
             for holder in _rho_holders(loss):
                 holder.rho = float(self.current_rho)
 
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["structssl"] = {"sizes": self._sizes, "data_format": self.data_format}
+
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        saved = checkpoint.get("structssl") or {}
+        if saved.get("sizes"):
+            self.adopt_sizes(saved["sizes"])
+        if saved.get("data_format") is not None:
+            self.data_format = saved["data_format"]
         state = checkpoint.get("state_dict", {})
         rho = state.get("current_rho")
         if rho is not None and not bool(torch.as_tensor(rho).isnan()):
@@ -281,9 +334,49 @@ class StructuredModule(pl.LightningModule):
             )
         return int(n), int(m)
 
+    def adopt_sizes(self, sizes: dict[str, Any]) -> None:
+        """Take the sizes the data gives (``num_labels``, ``num_features``, ``task``, ``tags``,
+        ...; a data module's ``model_sizes()``): the structure and the scorer fill in the sizes
+        their configuration left out (their ``resolve_sizes``), and the task and tags of the
+        metrics come from the data unless given.
+
+        Raises:
+            ValueError: a size, task or tag list given to the model differs from the data's.
+        """
+        for part in (self.structure, self.scorer):
+            resolve = getattr(part, "resolve_sizes", None)
+            if resolve is not None:
+                resolve(sizes)
+        task, tags = sizes.get("task"), sizes.get("tags")
+        tags = None if tags is None else tuple(tags)
+        if self.tags is not None and tags is not None and self.tags != tags:
+            raise ValueError(
+                f"tags {list(self.tags)} given to {type(self).__name__} differ from the data's "
+                f"{list(tags)} (leave tags out to take them from the data)"
+            )
+        if task is not None and self._given_task is not None and task != self._given_task:
+            raise ValueError(
+                f"task {self._given_task!r} given to {type(self).__name__} differs from the "
+                f"data's {task!r} (leave task out to take it from the data)"
+            )
+        if task is not None and self._given_task is None and (task, tags) != (self.task, self.tags):
+            self.tags = tags
+            self._set_task(task)
+        self._sizes = dict(sizes)
+
+    def monitor(self) -> str:
+        """The dev metric that selects the best checkpoint (higher is better)."""
+        return "val/" + _PRIMARY_METRIC[self.task]
+
     def setup(self, stage: str) -> None:
         trainer = self._trainer
         dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        model_sizes = getattr(dm, "model_sizes", None)
+        if model_sizes is not None:
+            self.adopt_sizes(model_sizes())
+        saved_format = getattr(dm, "saved_format", None)
+        if saved_format is not None:
+            self.data_format = saved_format()
         expected = getattr(self.structure, "num_labels", None)
         got = getattr(dm, "num_labels", None)
         if expected is not None and got and expected != got:
@@ -452,7 +545,7 @@ class SupervisedModule(StructuredModule):
         momentum: float = 0.0,
         regularize_bias: bool = True,
         num_labeled: Optional[int] = None,
-        task: Task = "sequence",
+        task: Optional[Task] = None,
         tags: Optional[Sequence[str]] = None,
     ) -> None:
         super().__init__(

@@ -1,0 +1,320 @@
+"""Sequence tagging on your own column files: reading, the learned tag set, encoding, decoding.
+
+:class:`TaggingFormat` is everything a trained tagger needs to know about its data, and all a
+checkpoint needs to tag new text: how the files are laid out (token, tag and feature columns,
+separator, encoding), the tag scheme and the tag set learned from the training file, and the
+fitted :class:`~structssl.data.features.FeatureExtractor` (with the two-view split for
+co-training). :class:`~structssl.data.datamodule.CoNLLDataModule` builds one from the training
+file; :mod:`structssl.predict` restores it from a checkpoint (:meth:`TaggingFormat.state_dict`).
+
+Files: one token per line, columns separated by whitespace (or ``separator``), a blank line
+between sentences, ``-DOCSTART-`` lines as document boundaries. Labeled files carry the tag in
+``tag_column`` (default: the last); unlabeled and prediction files may hold the token alone
+(one column), or the labeled layout, whose tags are then ignored. ``feature_columns`` (e.g.
+``[1]`` for the POS column of CoNLL-2002) become features of the token and of its neighbours;
+every file must then have them.
+
+Tags: any tag set. The scheme (BIO, IOB1, BIOES, BILOU or plain, see
+:mod:`structssl.data.tag_schemes`) is detected from the training file unless given. Span
+schemes are trained as BIO (``O``, then ``B-X``, ``I-X`` per type ``X`` in sorted order) and
+written back in the file's scheme; the task is then ``"bio"`` (span F1); plain tags give the
+task ``"sequence"`` (token accuracy).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+from typing import Sequence as Seq
+
+from torch import Tensor
+
+from structssl.data.conll import read_columns
+from structssl.data.features import FeatureExtractor, ViewSplit
+from structssl.data.paths import PathLike
+from structssl.data.records import Sequence, Vocabulary
+from structssl.data.tag_schemes import (
+    SCHEMES,
+    bio_tag_set,
+    check_tag,
+    detect_scheme,
+    entity_types,
+    from_bio,
+    to_bio,
+)
+
+__all__ = ["TaggingFormat", "TAG_SCHEME_OPTIONS"]
+
+#: the values of the ``tag_scheme`` option (``auto`` detects it from the training file)
+TAG_SCHEME_OPTIONS = ("auto", *SCHEMES)
+
+Example = dict[str, Tensor]
+
+
+class TaggingFormat:
+    """The layout of a tagging corpus, its tag set and its features (see the module docstring).
+
+    Args:
+        token_column: index of the token column.
+        tag_column: index of the tag column in labeled files (negative counts from the end).
+        feature_columns: columns used as features (default: none).
+        separator: column separator (``None``: runs of whitespace).
+        encoding: text encoding of the files.
+        tag_scheme: ``"auto"`` or one of :data:`~structssl.data.tag_schemes.SCHEMES`.
+        min_count: features seen fewer times in the training sentences are dropped.
+        window: neighbours at offsets ``-window .. window`` contribute features.
+        two_view: also split the features into two views (co-training).
+        view_scheme: the :class:`~structssl.data.features.ViewSplit` scheme.
+        view_seed: the seed of the ``random`` view split.
+
+    Raises:
+        ValueError: an option out of range (an unknown tag scheme, a column that is both the
+            token and the tag column, ...).
+    """
+
+    def __init__(
+        self,
+        token_column: int = 0,
+        tag_column: int = -1,
+        feature_columns: Optional[Seq[int]] = None,
+        separator: Optional[str] = None,
+        encoding: str = "utf-8",
+        tag_scheme: str = "auto",
+        min_count: int = 1,
+        window: int = 1,
+        two_view: bool = False,
+        view_scheme: str = "token_surface",
+        view_seed: int = 0,
+    ) -> None:
+        if tag_scheme not in TAG_SCHEME_OPTIONS:
+            raise ValueError(f"tag_scheme must be one of {list(TAG_SCHEME_OPTIONS)}; got {tag_scheme!r}")
+        for name, value in (("token_column", token_column), ("tag_column", tag_column)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an int column index; got {value!r}")
+        columns = list(feature_columns or ())
+        if any(isinstance(c, bool) or not isinstance(c, int) for c in columns):
+            raise ValueError(f"feature_columns must be a list of int column indices; got {columns!r}")
+        if len(set(columns)) != len(columns):
+            raise ValueError(f"feature_columns must not repeat a column; got {columns}")
+        if token_column in columns:
+            raise ValueError(
+                f"feature_columns must not hold the token column {token_column}; got {columns}"
+            )
+        if separator is not None and (not isinstance(separator, str) or separator == ""):
+            raise ValueError(f"separator must be a non-empty string or None; got {separator!r}")
+        "".encode(encoding)  # LookupError naming an unknown encoding
+        self.token_column = token_column
+        self.tag_column = tag_column
+        self.feature_columns = columns
+        self.separator = separator
+        self.encoding = encoding
+        self.tag_scheme = tag_scheme
+        self.scheme: Optional[str] = None if tag_scheme == "auto" else tag_scheme
+        self.tags: tuple[str, ...] = ()
+        given = ("given",) if columns else ()
+        self.extractor = FeatureExtractor(
+            templates=(
+                "bias", "word", "lower", "prefix", "suffix", "shape", "short_shape", "cap",
+                "digits", "special", "length", "position", "quoted", *given,
+            ),
+            window=window,
+            window_templates=("lower", "short_shape", *given),
+            min_count=min_count,
+        )
+        self.two_view = bool(two_view)
+        self.view_scheme = view_scheme
+        self.view_seed = view_seed
+        self.view_split: Optional[ViewSplit] = None
+        self._label_vocabulary: Optional[Vocabulary] = None
+
+    # ------------------------------------------------------------------ derived facts
+    @property
+    def fitted(self) -> bool:
+        """Whether :meth:`fit` (or :meth:`from_state_dict`) gave the tag set and features."""
+        return bool(self.tags) and self.extractor.vocabulary is not None
+
+    @property
+    def task(self) -> str:
+        """``"bio"`` for span schemes (span F1), ``"sequence"`` for plain tags."""
+        return "sequence" if self.scheme == "plain" else "bio"
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.tags)
+
+    @property
+    def num_features(self) -> int:
+        return self.extractor.num_features
+
+    def sizes(self) -> dict[str, Any]:
+        """What a model takes from this data: ``num_labels``, ``num_features`` (and
+        ``view_num_features`` with two views), ``task`` and ``tags`` (for ``bio``)."""
+        out: dict[str, Any] = {
+            "num_labels": self.num_labels,
+            "num_features": self.num_features,
+            "task": self.task,
+            "tags": list(self.tags) if self.task == "bio" else None,
+        }
+        if self.view_split is not None:
+            out["view_num_features"] = tuple(self.view_split.num_features)
+        return out
+
+    # ------------------------------------------------------------------ reading
+    def _read(self, path: PathLike, labeled: bool) -> list[Sequence]:
+        corpus = read_columns(
+            path,
+            separator=self.separator,
+            token_column=self.token_column,
+            label_column=self.tag_column if labeled else None,
+            labels=None,
+            tag_format="any",
+            feature_columns=self.feature_columns,
+            encoding=self.encoding,
+        )
+        if not corpus.sequences:
+            what = "tagged sentences" if labeled else "sentences"
+            raise ValueError(f"{path}: expected {what} (one token per line); the file has none")
+        return list(corpus.sequences)
+
+    def read_labeled(self, path: PathLike) -> list[Sequence]:
+        """Read a tagged file (training, dev or test), tags converted to BIO.
+
+        Before :meth:`fit` the tags are only checked against the scheme (if given); after it,
+        a tag outside the learned tag set is an error.
+
+        Raises:
+            ValueError: naming the file and line of a malformed line, a line without a tag
+                column, a tag outside the scheme or the tag set.
+        """
+        sequences = self._read(path, labeled=True)
+        scheme = self.scheme or detect_scheme(s.labels or () for s in sequences)
+        known = set(self.tags)
+        out = []
+        for seq in sequences:
+            assert seq.labels is not None
+            for t, tag in enumerate(seq.labels):
+                problem = check_tag(tag, scheme)
+                if problem is not None:
+                    origin = "given" if self.tag_scheme != "auto" else "detected"
+                    raise ValueError(f"{path}:{seq.line + t}: {problem} (tag_scheme {scheme!r}, "
+                                     f"{origin})")
+            bio = to_bio(seq.labels, scheme)
+            if known:
+                for t, tag in enumerate(bio):
+                    if tag not in known:
+                        raise ValueError(
+                            f"{path}:{seq.line + t}: expected a tag of the training file's tag "
+                            f"set {list(self.tags)}; got {seq.labels[t]!r}"
+                        )
+            out.append(Sequence(seq.tokens, tuple(bio), seq.features, seq.line, seq.document))
+        if self.scheme is None:
+            self.scheme = scheme
+        return out
+
+    def read_tokens(self, path: PathLike) -> list[Sequence]:
+        """Read an unlabeled or prediction file: the token alone per line, or the labeled
+        layout (its tags are ignored).
+
+        Raises:
+            ValueError: naming the file and line of a malformed line (mixed column counts, a
+                feature column the line lacks).
+        """
+        return self._read(path, labeled=False)
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, tagged: Seq[Sequence], sentences: Iterable[Sequence]) -> "TaggingFormat":
+        """Learn the tag set and the feature vocabulary.
+
+        Args:
+            tagged: sentences read by :meth:`read_labeled` (the training file): the tag set.
+            sentences: the sentences trained on (labeled and unlabeled): the features.
+
+        Raises:
+            ValueError: fewer than two tags in ``tagged``.
+        """
+        tags = [t for s in tagged for t in (s.labels or ())]
+        if self.scheme == "plain":
+            vocab = Vocabulary.build(tags, first=("O",)).items
+        else:
+            vocab = bio_tag_set(entity_types(tags))
+        if len(vocab) < 2:
+            raise ValueError(
+                f"the training sentences must hold at least two different tags; got {list(vocab)}"
+            )
+        self.tags = tuple(vocab)
+        self.extractor.fit(sentences)
+        if self.two_view:
+            self.view_split = ViewSplit(
+                self.extractor.feature_names, self.view_scheme, seed=self.view_seed  # type: ignore[arg-type]
+            )
+        return self
+
+    # ------------------------------------------------------------------ encoding
+    def encode(self, sentence: Sequence, with_labels: bool) -> Example:
+        """One sentence as an example dict: ``inputs`` (n, F) long feature indices (with two
+        views also ``inputs_b``) and, ``with_labels``, ``labels`` (n,) long."""
+        features = self.extractor.encode(sentence)
+        example: Example = {}
+        if self.view_split is not None:
+            example["inputs"], example["inputs_b"] = self.view_split(features)
+        else:
+            example["inputs"] = features
+        if with_labels:
+            assert sentence.labels is not None
+            if self._label_vocabulary is None or self._label_vocabulary.items != self.tags:
+                self._label_vocabulary = Vocabulary(self.tags)
+            example["labels"] = self._label_vocabulary.encode(sentence.labels)
+        return example
+
+    def decode(self, label_ids: Iterable[int]) -> list[str]:
+        """Label ids of one sentence -> its tags in the training file's scheme."""
+        bio = [self.tags[int(i)] for i in label_ids]
+        return from_bio(bio, self.scheme or "bio")
+
+    # ------------------------------------------------------------------ saving
+    def state_dict(self) -> dict[str, Any]:
+        """Plain data (lists, strings, ints) that :meth:`from_state_dict` restores."""
+        if not self.fitted:
+            raise RuntimeError("TaggingFormat.state_dict needs fit() first")
+        return {
+            "kind": "tagging",
+            "token_column": self.token_column,
+            "tag_column": self.tag_column,
+            "feature_columns": list(self.feature_columns),
+            "separator": self.separator,
+            "encoding": self.encoding,
+            "tag_scheme": self.tag_scheme,
+            "scheme": self.scheme,
+            "tags": list(self.tags),
+            "extractor": self.extractor.state_dict(),
+            "two_view": self.two_view,
+            "view_scheme": self.view_scheme,
+            "view_seed": self.view_seed,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> "TaggingFormat":
+        """The fitted format saved by :meth:`state_dict`.
+
+        Raises:
+            ValueError: ``state`` is not a tagging format's.
+        """
+        if not isinstance(state, dict) or state.get("kind") != "tagging":
+            raise ValueError(
+                "expected the saved state of a TaggingFormat (kind 'tagging'); got "
+                f"{state.get('kind') if isinstance(state, dict) else type(state).__name__!r}"
+            )
+        out = cls(
+            token_column=state["token_column"], tag_column=state["tag_column"],
+            feature_columns=state["feature_columns"], separator=state["separator"],
+            encoding=state["encoding"], tag_scheme=state["tag_scheme"],
+            two_view=state["two_view"], view_scheme=state["view_scheme"],
+            view_seed=state["view_seed"],
+        )
+        out.scheme = state["scheme"]
+        out.tags = tuple(state["tags"])
+        out.extractor = FeatureExtractor.from_state_dict(state["extractor"])
+        if out.two_view:
+            out.view_split = ViewSplit(
+                out.extractor.feature_names, out.view_scheme, seed=out.view_seed  # type: ignore[arg-type]
+            )
+        return out

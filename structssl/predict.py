@@ -1,0 +1,280 @@
+"""Apply a trained model to new text: the Python API and the ``structssl predict`` command.
+
+A checkpoint written by ``structssl fit`` is a whole model: the procedure's configuration
+(structure, scorer, losses), the weights, and the data format it was trained on (columns, tag
+scheme and tag set, feature extractor with its vocabulary). :class:`Tagger` loads one and tags
+token lists or files::
+
+    from structssl.predict import Tagger
+
+    tagger = Tagger.load("RUN_DIR")            # RUN_DIR/checkpoints/best.ckpt (else last.ckpt)
+    tagger.tag([["El", "Grupo", "Magenta", "vive", "en", "Madrid"]])
+    # [['O', 'B-ORG', 'I-ORG', 'O', 'O', 'B-LOC']]
+
+Output files (``structssl predict`` / :meth:`Tagger.tag_file`): one ``token<TAB>tag`` line per
+token, a blank line after each sentence, in the input's order, tags in the training file's
+scheme; ``confidence`` adds the marginal probability of each predicted tag, ``kbest`` adds the
+tags of the 2nd .. k-th best tag sequences (``-`` where a short sentence has fewer). When the
+input file carries tags in the training layout they are ignored for tagging, and the span F1 /
+token accuracy against them is reported.
+
+Only sequence-tagging models predict this way (those trained on
+:class:`~structssl.data.datamodule.CoNLLDataModule`); other checkpoints get a clear error.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional, Union
+from typing import Sequence as Seq
+
+import torch
+
+from structssl.data.batch import collate_sequences, pad_sequences
+from structssl.data.records import Sequence
+from structssl.data.tag_schemes import to_bio
+from structssl.data.tagging import TaggingFormat
+
+__all__ = ["Tagger", "TaggedSentence", "load_model"]
+
+PathLike = Union[str, Path]
+
+
+def load_model(path: PathLike, map_location: str = "cpu") -> Any:
+    """The trained procedure (a ``LightningModule``) of a checkpoint or a run directory.
+
+    Args:
+        path: a ``.ckpt`` file, or a run directory (``--trainer.default_root_dir`` of
+            ``structssl fit``): its ``checkpoints/best.ckpt``, else ``checkpoints/last.ckpt``.
+        map_location: device for the weights.
+
+    Raises:
+        FileNotFoundError: no checkpoint there.
+        ValueError: the file is not a readable checkpoint, or not one of a structssl CLI run.
+    """
+    from structssl.training.checkpointing import checkpoint_file
+
+    file = checkpoint_file(path)
+    try:
+        ckpt = torch.load(file, map_location=map_location, weights_only=True)
+    except Exception as err:  # truncated, empty or foreign files
+        raise ValueError(
+            f"{file}: not a readable checkpoint ({type(err).__name__}: {err})"
+        ) from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise ValueError(f"{file}: not a Lightning checkpoint (no state_dict)")
+    class_path = (ckpt.get("hyper_parameters") or {}).get("_class_path")
+    if not isinstance(class_path, str):
+        raise ValueError(
+            f"{file}: the checkpoint holds no model configuration (it was not written by "
+            "`structssl fit`); load it with Procedure.load_from_checkpoint(path, structure=..., "
+            "scorer=...) instead"
+        )
+    if not class_path.startswith("structssl."):
+        raise ValueError(
+            f"{file}: the model class {class_path!r} is not a structssl procedure; import it and "
+            "use its load_from_checkpoint"
+        )
+    module_name, _, name = class_path.rpartition(".")
+    cls = getattr(importlib.import_module(module_name), name)
+    model = cls.load_from_checkpoint(file, map_location=map_location)
+    model.eval()
+    return model
+
+
+@dataclass(frozen=True)
+class TaggedSentence:
+    """The prediction of one sentence.
+
+    Attributes:
+        tokens: the tokens.
+        tags: the predicted tags (training file's scheme).
+        confidence: per token, the marginal probability of its predicted tag, or ``None``.
+        alternatives: the 2nd .. k-th best tag sequences (``None`` entries where a sentence
+            has fewer distinct taggings), or ``()``.
+    """
+
+    tokens: tuple[str, ...]
+    tags: tuple[str, ...]
+    confidence: Optional[tuple[float, ...]] = None
+    alternatives: tuple[Optional[tuple[str, ...]], ...] = ()
+
+
+class Tagger:
+    """A trained sequence tagger: a procedure plus its :class:`TaggingFormat`.
+
+    Args:
+        model: the trained procedure (``StructuredModule``).
+        data_format: the format it was trained on.
+        batch_size: sentences decoded at once.
+    """
+
+    def __init__(self, model: Any, data_format: TaggingFormat, batch_size: int = 256) -> None:
+        if not data_format.fitted:
+            raise ValueError("data_format must be fitted (its tags and features learned)")
+        self.model = model
+        self.format = data_format
+        self.batch_size = batch_size
+
+    @classmethod
+    def load(cls, path: PathLike, batch_size: int = 256) -> "Tagger":
+        """The tagger of a checkpoint or a run directory (see :func:`load_model`).
+
+        Raises:
+            ValueError: the checkpoint is not a sequence tagger's.
+        """
+        model = load_model(path)
+        state = getattr(model, "data_format", None)
+        kind = state.get("kind") if isinstance(state, dict) else None
+        if kind != "tagging":
+            raise ValueError(
+                f"{path}: a checkpoint of a {type(model).__name__} trained on "
+                f"{'data of kind ' + repr(kind) if kind else 'a data module without a saved format'}"
+                "; structssl predict tags sequences (models trained on CoNLLDataModule)"
+            )
+        return cls(model, TaggingFormat.from_state_dict(state), batch_size)
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        """The tag set (BIO for span schemes; predictions use the training file's scheme)."""
+        return self.format.tags
+
+    # ------------------------------------------------------------------ tagging
+    def tag(self, sentences: Iterable[Seq[str]]) -> list[list[str]]:
+        """Tag lists of tokens: one list of tags per sentence.
+
+        Raises:
+            TypeError: a sentence is a string, not a list of tokens.
+            ValueError: an empty sentence or token, or a model that needs feature columns.
+        """
+        records = []
+        for i, tokens in enumerate(sentences):
+            if isinstance(tokens, str):
+                raise TypeError(f"sentences[{i}] must be a list of tokens; got a str")
+            tokens = tuple(tokens)
+            if not tokens or not all(isinstance(t, str) and t for t in tokens):
+                raise ValueError(f"sentences[{i}] must be a non-empty list of non-empty strings")
+            if self.format.feature_columns:
+                raise ValueError(
+                    f"this model uses the feature columns {self.format.feature_columns} of its "
+                    "files; tag files with them (tag_file) instead of bare tokens"
+                )
+            records.append(Sequence(tokens=tokens, features=tuple(() for _ in tokens)))
+        return [list(s.tags) for s in self.predict(records)]
+
+    def predict(
+        self, sentences: Seq[Sequence], confidence: bool = False, kbest: int = 1
+    ) -> list[TaggedSentence]:
+        """Decode sentence records (from :meth:`TaggingFormat.read_tokens`), in their order.
+
+        Args:
+            sentences: the sentences.
+            confidence: also compute each predicted tag's marginal probability.
+            kbest: also find the 2nd .. k-th best tag sequences (1: none).
+        """
+        if isinstance(kbest, bool) or not isinstance(kbest, int) or kbest < 1:
+            raise ValueError(f"kbest must be an int >= 1; got {kbest!r}")
+        model, structure = self.model, self.model.structure
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        out: list[Optional[TaggedSentence]] = [None] * len(sentences)
+        for start in range(0, len(order), self.batch_size):
+            ids = order[start : start + self.batch_size]
+            batch = collate_sequences(
+                [self.format.encode(sentences[i], with_labels=False) for i in ids],
+                sequence_keys=("inputs", "inputs_b"),
+            )
+            lengths = batch["lengths"]
+            with torch.no_grad():
+                potentials = model.decode_potentials(batch)
+                labels, _ = structure.argmax(potentials, lengths)
+                alternatives = None
+                if kbest > 1:
+                    alt_labels, alt_scores = structure.kbest(potentials, kbest, lengths)
+                    alternatives = (alt_labels[:, 1:], torch.isfinite(alt_scores[:, 1:]))
+            probs = None
+            if confidence:
+                edge = structure.marginals(potentials.detach(), lengths)  # (B, N, C, C)
+                node = edge.sum(dim=2)  # (B, N, C)
+                probs = node.gather(2, labels.unsqueeze(2)).squeeze(2)
+            for row, i in enumerate(ids):
+                n = int(lengths[row])
+                tags = self.format.decode(labels[row, :n].tolist())
+                conf = None if probs is None else tuple(float(p) for p in probs[row, :n])
+                alts: tuple[Optional[tuple[str, ...]], ...] = ()
+                if alternatives is not None:
+                    alt, ok = alternatives
+                    alts = tuple(
+                        tuple(self.format.decode(alt[row, r, :n].tolist())) if ok[row, r] else None
+                        for r in range(alt.shape[1])
+                    )
+                out[i] = TaggedSentence(sentences[i].tokens, tuple(tags), conf, alts)
+        return [s for s in out if s is not None]
+
+    def tag_file(
+        self,
+        input: PathLike,
+        output: PathLike,
+        confidence: bool = False,
+        kbest: int = 1,
+    ) -> dict[str, Any]:
+        """Tag a file and write the predictions (format in the module docstring).
+
+        Returns:
+            ``{"sentences": ..., "tokens": ...}``, plus ``span_f1`` / ``token_accuracy``
+            against the input's tags when it carries tags in the training layout.
+
+        Raises:
+            FileNotFoundError: ``input`` does not exist.
+            ValueError: a malformed input (file and line).
+        """
+        input = Path(input)
+        if not input.is_file():
+            raise FileNotFoundError(f"no such input file: {input}")
+        sentences = self.format.read_tokens(input)
+        gold = self._gold(input)
+        predictions = self.predict(sentences, confidence=confidence, kbest=kbest)
+        output = Path(output)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with open(output, "w", encoding="utf-8") as f:
+            for sent in predictions:
+                for t, (token, tag) in enumerate(zip(sent.tokens, sent.tags)):
+                    cols = [token, tag]
+                    if sent.confidence is not None:
+                        cols.append(f"{sent.confidence[t]:.4f}")
+                    cols += [alt[t] if alt is not None else "-" for alt in sent.alternatives]
+                    f.write("\t".join(cols) + "\n")
+                f.write("\n")
+        summary: dict[str, Any] = {
+            "sentences": len(predictions),
+            "tokens": sum(len(s.tokens) for s in predictions),
+        }
+        if gold is not None:
+            summary.update(self._score(predictions, gold))
+        return summary
+
+    def _gold(self, path: Path) -> Optional[list[Sequence]]:
+        """The input's tags when it has the training layout's tag column, else ``None``."""
+        try:
+            return self.format.read_labeled(path)
+        except ValueError:
+            return None
+
+    def _score(self, predictions: list[TaggedSentence], gold: list[Sequence]) -> dict[str, float]:
+        from structssl.metrics import SpanF1, TokenAccuracy
+
+        index = {t: i for i, t in enumerate(self.tags)}
+        scheme = self.format.scheme or "bio"
+        pred = [torch.tensor([index[t] for t in to_bio(p.tags, scheme)]) for p in predictions]
+        true = [torch.tensor([index[t] for t in s.labels or ()]) for s in gold]
+        preds, lengths = pad_sequences(pred)
+        target, _ = pad_sequences(true)
+        accuracy = TokenAccuracy()
+        accuracy.update(preds, target, lengths=lengths)
+        out = {"token_accuracy": float(accuracy.compute())}
+        if self.format.task == "bio":
+            f1 = SpanF1(self.tags)
+            f1.update(preds, target, lengths=lengths)
+            out["span_f1"] = float(f1.compute())
+        return out
