@@ -177,8 +177,11 @@ def _cli_class() -> Any:
             if trainer.get("enable_checkpointing") is not False and not any(
                 isinstance(c, ModelCheckpoint) for c in callbacks
             ):
-                root = Path(trainer.get("default_root_dir") or ".")
-                kwargs["callbacks"] = [*callbacks, RunCheckpoint(root / "checkpoints")]
+                folder = Path(trainer.get("default_root_dir") or ".") / "checkpoints"
+                ckpt_path = self._sub().get("ckpt_path")
+                if self.subcommand != "fit" and ckpt_path:
+                    folder = Path(ckpt_path).parent  # evaluating a run: the run's own callback
+                kwargs["callbacks"] = [*callbacks, RunCheckpoint(folder)]
             splits = getattr(self.datamodule, "splits", None)
             if isinstance(splits, dict) and not splits.get("dev"):
                 kwargs["limit_val_batches"] = 0  # no dev set: no validation loop

@@ -479,11 +479,15 @@ def test_initialisation_is_deterministic_given_the_seed() -> None:
 def test_input_errors() -> None:
     sparse = LinearChainScorer(3, num_features=5)
     dense = LinearChainScorer(3, input_dim=2)
-    with pytest.raises(
-        ValueError,
-        match="exactly one of num_features, num_words, input_dim must be given; got none",
-    ):
-        LinearChainScorer(3)
+    deferred = LinearChainScorer(3)  # the input size comes from the data at setup
+    with pytest.raises(ValueError, match="LinearChainScorer has no weights yet"):
+        deferred(torch.zeros(2, 3, 4))
+    with pytest.raises(ValueError, match="LinearChainScorer needs num_labels and one of"):
+        deferred.resolve_sizes({"num_labels": 3})
+    deferred.resolve_sizes({"num_labels": 3, "input_dim": 4})
+    assert deferred(torch.zeros(2, 3, 4)).shape == (2, 3, 3, 3)
+    with pytest.raises(ValueError, match=r"input_dim = 4 does not match the data's input_dim = 5"):
+        deferred.resolve_sizes({"num_labels": 3, "input_dim": 5})
     with pytest.raises(ValueError, match=r"got \['num_features', 'input_dim'\]"):
         LinearChainScorer(3, num_features=5, input_dim=2)
     with pytest.raises(

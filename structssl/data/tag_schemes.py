@@ -92,10 +92,10 @@ def detect_scheme(tag_sequences: Iterable[Seq[str]]) -> str:
             if prefix in ("B", "I"):
                 prev_prefix, prev_kind = _split(previous)
                 continues = prev_prefix != "O" and prev_kind == kind
-                if prefix == "B":
-                    starts_b += 1
-                elif not continues:
-                    starts_i += 1
+                if prefix == "B" and not continues:
+                    starts_b += 1  # BIO begins spans with B-; IOB1 only after the same type
+                elif prefix == "I" and not continues:
+                    starts_i += 1  # IOB1 begins spans with I-
             previous = tag
     prefixes.discard("O")
     if not prefixes:

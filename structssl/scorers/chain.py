@@ -134,6 +134,11 @@ class LinearChainScorer(Scorer):
             num_features=num_features, num_words=num_words, input_dim=input_dim,
             transitions=transitions, start_end=start_end, bias=bias, init_std=init_std,
         )
+        given = [k for k in ("num_features", "num_words", "input_dim") if self._options[k] is not None]
+        if len(given) > 1:
+            raise ValueError(
+                f"at most one of num_features, num_words, input_dim may be given; got {given}"
+            )
         self.emission: Optional[LinearInputs] = None
         self.head: Optional[ChainHead] = None
         if self.num_labels and any(

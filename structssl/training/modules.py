@@ -116,6 +116,17 @@ def _optional_count(value: Optional[int], name: str, minimum: int) -> Optional[i
     return value
 
 
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is plain data a checkpoint keeps as a hyper-parameter."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
 def _takes(module: nn.Module, name: str) -> bool:
     return name in inspect.signature(module.forward).parameters
 
@@ -232,7 +243,7 @@ class StructuredModule(pl.LightningModule):
         while walk is not None and walk.f_code.co_name == "__init__" and walk.f_locals.get(
             "self"
         ) is self:
-            modules |= {k for k, v in walk.f_locals.items() if isinstance(v, (nn.Module, Structure))}
+            modules |= {k for k, v in walk.f_locals.items() if not _plain(v)}
             walk = walk.f_back
         self.save_hyperparameters(
             ignore=None if given is not None else sorted(modules), frame=init_frame

@@ -1,0 +1,319 @@
+"""Your own data, end to end: any tag set, train, save, predict (README "Your own data").
+
+Every test writes its own small files; nothing here needs ``../shared``.
+"""
+
+from __future__ import annotations
+
+import random
+from unittest import mock
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("pytorch_lightning")
+
+from structssl.cli import main as _main  # noqa: E402
+from structssl.data.datamodule import CoNLLDataModule  # noqa: E402
+from structssl.data.tag_schemes import detect_scheme, from_bio, to_bio  # noqa: E402
+from structssl.predict import Tagger, load_model  # noqa: E402
+
+pytestmark = [
+    pytest.mark.filterwarnings(
+        r"ignore:.*isinstance\(treespec, LeafSpec\)` is deprecated.*:FutureWarning"
+    ),
+]
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "tagger.yaml"
+
+# a toy "language" with a tag set the project has never seen: drugs and doses
+_DRUGS = ["aspirina", "ibuprofeno", "paracetamol", "morfina"]
+_DOSES = ["5mg", "10mg", "20mg"]
+_FILLER = ["tomar", "cada", "dia", "el", "paciente", "con", "y", "no"]
+
+
+def _sentence(rng: random.Random) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for _ in range(rng.randint(3, 9)):
+        r = rng.random()
+        if r < 0.2:
+            name = rng.choice(_DRUGS)
+            out += [(name.capitalize(), "B-DRUG"), ("Forte", "I-DRUG")] if rng.random() < 0.3 \
+                else [(name.capitalize(), "B-DRUG")]
+        elif r < 0.3:
+            out.append((rng.choice(_DOSES), "B-DOSE"))
+        else:
+            out.append((rng.choice(_FILLER), "O"))
+    return out
+
+
+def main(args: list[str]) -> int:
+    """``structssl ARGS`` (pytest's own argv must not reach the CLI)."""
+    with mock.patch("sys.argv", ["structssl"]):
+        return _main(args)
+
+
+def _write(path: Path, sentences: list[list[tuple[str, str]]], tags: bool = True,
+           scheme: str = "bio") -> None:
+    lines = []
+    for sent in sentences:
+        converted = from_bio([t for _, t in sent], scheme)
+        for (token, _), tag in zip(sent, converted):
+            lines.append(f"{token} {tag}" if tags else token)
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("own")
+    rng = random.Random(0)
+    train = [_sentence(rng) for _ in range(60)]
+    dev = [_sentence(rng) for _ in range(20)]
+    new = [_sentence(rng) for _ in range(25)]
+    _write(root / "TRAIN.conll", train)
+    _write(root / "DEV.conll", dev)
+    _write(root / "NEW.conll", new)
+    _write(root / "NEW.txt", new, tags=False)
+    _write(root / "UNLABELED.txt", [_sentence(rng) for _ in range(30)], tags=False)
+    return {"root": root, "new": new}
+
+
+def _fit(root: Path, run: str, *extra: str) -> Path:
+    out = root / run
+    main([
+        "fit", f"--config={CONFIG}", f"--data.train_file={root / 'TRAIN.conll'}",
+        f"--data.dev_file={root / 'DEV.conll'}", f"--trainer.default_root_dir={out}",
+        "--trainer.max_epochs=3", "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false", *extra,
+    ])
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_dir(corpus: dict[str, Any]) -> Path:
+    return _fit(corpus["root"], "RUN_DIR")
+
+
+# ------------------------------------------------------------------------------ tag schemes
+_BIO = ["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-LOC", "O", "B-PER"]
+
+
+@pytest.mark.parametrize("scheme", ["bio", "iob1", "bioes", "bilou", "plain"])
+def test_tag_scheme_round_trip(scheme: str) -> None:
+    assert to_bio(from_bio(_BIO, scheme), scheme) == _BIO
+
+
+def test_tag_scheme_conversions_by_hand() -> None:
+    assert from_bio(_BIO, "bioes") == ["B-PER", "E-PER", "O", "S-LOC", "B-LOC", "E-LOC", "O",
+                                       "S-PER"]
+    assert from_bio(_BIO, "iob1") == ["I-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-LOC", "O",
+                                      "I-PER"]
+    assert from_bio(_BIO, "bilou")[3] == "U-LOC"
+
+
+@pytest.mark.parametrize(
+    "tags, scheme",
+    [
+        (["O", "B-X", "I-X"], "bio"),
+        (["O", "I-X", "I-X", "B-X"], "iob1"),
+        (["S-X", "B-Y", "E-Y"], "bioes"),
+        (["U-X", "B-Y", "L-Y"], "bilou"),
+        (["NN", "VB", "O"], "plain"),
+        (["O", "O"], "bio"),
+    ],
+)
+def test_detect_scheme(tags: list[str], scheme: str) -> None:
+    assert detect_scheme([tags]) == scheme
+
+
+# ------------------------------------------------------------------------------ data module
+def test_any_tag_set_is_learned(corpus: dict[str, Any]) -> None:
+    root = corpus["root"]
+    dm = CoNLLDataModule(train_file=str(root / "TRAIN.conll"), dev_file=None, test_file=None)
+    dm.setup()
+    assert dm.tags == ("O", "B-DOSE", "I-DOSE", "B-DRUG", "I-DRUG")
+    assert dm.model_sizes()["task"] == "bio" and dm.num_labeled_examples == 60
+    assert dm.num_unlabeled_examples == 0
+
+
+@pytest.mark.parametrize("scheme", ["iob1", "bioes"])
+def test_other_schemes_train_as_bio(tmp_path: Path, scheme: str) -> None:
+    rng = random.Random(1)
+    _write(tmp_path / "t.conll", [_sentence(rng) for _ in range(10)], scheme=scheme)
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None)
+    dm.setup()
+    assert dm.format.scheme == scheme
+    assert set(dm.tags) <= {"O", "B-DOSE", "I-DOSE", "B-DRUG", "I-DRUG"}
+
+
+def test_plain_tags_give_token_accuracy(tmp_path: Path) -> None:
+    (tmp_path / "pos.txt").write_text("El DA\nperro NC\ncome VM\n\nLa DA\ngata NC\n\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "pos.txt"), dev_file=None, test_file=None)
+    dm.setup()
+    assert dm.format.scheme == "plain" and dm.model_sizes()["task"] == "sequence"
+    assert dm.tags == ("DA", "NC", "VM")
+
+
+def test_feature_columns_and_unlabeled_file(tmp_path: Path) -> None:
+    (tmp_path / "t.conll").write_text("El DA O\nGrupo NC B-ORG\n\nAna NC B-PER\nrie VM O\n\n")
+    (tmp_path / "u.txt").write_text("Pedro NC\nvive VM\n\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         unlabeled_file=str(tmp_path / "u.txt"), feature_columns=[1])
+    dm.setup()
+    assert dm.num_unlabeled_examples == 1
+    names = set(dm.format.extractor.feature_names)
+    assert "given0[0]=NC" in names and "given0[-1]=DA" in names
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("El\nGrupo\n\n", r"t\.conll:1: expected a token and a label column"),
+        ("El O\nGrupo NC B-ORG\n\n", r"t\.conll:2: expected 2 columns"),
+        ("El O\nGrupo X-ORG\n\n", r"t\.conll:2: expected a BIO tag .*got 'X-ORG'"),
+        ("", r"t\.conll: expected tagged sentences .* the file has none"),
+        ("El O\nla O\n\n", r"at least two different tags; got \['O'\]"),
+    ],
+)
+def test_bad_training_files(tmp_path: Path, text: str, match: str) -> None:
+    (tmp_path / "t.conll").write_text(text)
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         tag_scheme="auto" if "X-ORG" not in text else "bio")
+    with pytest.raises(ValueError, match=match):
+        dm.setup()
+
+
+def test_unknown_scheme_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"tag_scheme must be one of .*got 'bilu'"):
+        CoNLLDataModule(train_file="x", tag_scheme="bilu")  # type: ignore[arg-type]
+    dm = CoNLLDataModule(train_file=str(tmp_path / "absent.conll"), dev_file=None,
+                         test_file=None)
+    with pytest.raises(FileNotFoundError):
+        dm.setup()
+
+
+def test_dev_tag_outside_the_training_tag_set(tmp_path: Path) -> None:
+    (tmp_path / "t.conll").write_text("El O\nAna B-PER\n\n")
+    (tmp_path / "d.conll").write_text("El O\nMadrid B-LOC\n\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=str(tmp_path / "d.conll"),
+                         test_file=None)
+    with pytest.raises(ValueError, match=r"d\.conll:2: expected a tag of the training file's"):
+        dm.setup()
+
+
+def test_full_batch_that_cannot_be_padded_is_refused(tmp_path: Path) -> None:
+    rng = random.Random(2)
+    _write(tmp_path / "t.conll", [_sentence(rng) for _ in range(20)])
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         batch_size=None, max_full_batch_positions=10)
+    with pytest.raises(ValueError, match=r"full-batch training .* set batch_size"):
+        dm.setup()
+
+
+# ------------------------------------------------------------------------------ end to end
+def test_fit_writes_fixed_name_checkpoints(run_dir: Path) -> None:
+    assert (run_dir / "checkpoints" / "best.ckpt").is_file()
+    assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_predict_command_matches_test_metric(corpus: dict[str, Any], run_dir: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    root = corpus["root"]
+    out = root / "PREDICTIONS.conll"
+    assert main(["predict", "--model", str(run_dir), "--input", str(root / "NEW.txt"),
+                 "--output", str(out)]) == 0
+    lines = out.read_text(encoding="utf-8").split("\n")
+    sentences = corpus["new"]
+    assert sum(1 for line in lines if line == "") == len(sentences) + 1  # + the final newline
+    first = [line.split("\t") for line in lines[: len(sentences[0])]]
+    assert [tok for tok, _ in first] == [tok for tok, _ in sentences[0]]
+    # the model learned the toy task; the command's score equals `structssl test`'s
+    main(["predict", "--model", str(run_dir), "--input", str(root / "NEW.conll"),
+          "--output", str(root / "scored.conll")])
+    printed = capsys.readouterr().out
+    span_f1 = float(printed.split("span_f1 ")[1].split(",")[0])
+    assert span_f1 > 0.8
+    main([
+        "test", f"--config={CONFIG}", f"--data.train_file={root / 'TRAIN.conll'}",
+        f"--data.dev_file={root / 'DEV.conll'}", f"--data.test_file={root / 'NEW.conll'}",
+        f"--ckpt_path={run_dir / 'checkpoints' / 'best.ckpt'}",
+        f"--trainer.default_root_dir={root / 'test_run'}", "--trainer.enable_progress_bar=false",
+    ])
+    printed = capsys.readouterr().out
+    tested = float(printed.split("test/span_f1 ")[1].split()[0]) if "test/span_f1 " in printed \
+        else None
+    if tested is not None:
+        assert abs(tested - span_f1) < 0.01
+
+
+def test_predict_confidence_and_kbest_columns(corpus: dict[str, Any], run_dir: Path) -> None:
+    root = corpus["root"]
+    out = root / "conf.conll"
+    main(["predict", "--model", str(run_dir), "--input", str(root / "NEW.txt"), "--output",
+          str(out), "--confidence=true", "--kbest=3"])
+    rows = [line.split("\t") for line in out.read_text().split("\n") if line]
+    assert all(len(r) == 5 for r in rows)
+    assert all(0.0 <= float(r[2]) <= 1.0 for r in rows)
+
+
+def test_python_api_tags_token_lists(run_dir: Path) -> None:
+    tagger = Tagger.load(run_dir)
+    (tags,) = tagger.tag([["el", "paciente", "con", "Aspirina", "10mg", "zzz-unseen"]])
+    assert len(tags) == 6 and tags[3] == "B-DRUG" and tags[4] == "B-DOSE"
+    assert tagger.tags == ("O", "B-DOSE", "I-DOSE", "B-DRUG", "I-DRUG")
+    with pytest.raises(TypeError, match=r"sentences\[0\] must be a list of tokens"):
+        tagger.tag(["el paciente"])
+
+
+def test_checkpoint_alone_rebuilds_the_model(run_dir: Path) -> None:
+    from structssl.training import SupervisedModule
+
+    model = SupervisedModule.load_from_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    assert model.scorer.num_labels == 5 and model.tags[0] == "O"
+    assert model.data_format is not None and model.data_format["kind"] == "tagging"
+
+
+def test_bad_checkpoints_get_clear_errors(tmp_path: Path, run_dir: Path) -> None:
+    empty = tmp_path / "empty.ckpt"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty\.ckpt: not a readable checkpoint"):
+        load_model(empty)
+    truncated = tmp_path / "cut.ckpt"
+    truncated.write_bytes((run_dir / "checkpoints" / "last.ckpt").read_bytes()[:500])
+    with pytest.raises(ValueError, match=r"cut\.ckpt: not a readable checkpoint"):
+        load_model(truncated)
+    with pytest.raises(FileNotFoundError, match="no checkpoint in"):
+        load_model(tmp_path)
+    with pytest.raises(SystemExit, match="no checkpoint in"):
+        main(["predict", "--model", str(tmp_path), "--input", "x", "--output", "y"])
+
+
+def test_checkpoint_of_another_task_is_refused(tmp_path: Path) -> None:
+    main([
+        "fit", "--config=configs/quickstart.yaml", "--trainer.max_epochs=1",
+        "--data.init_args.num_train=20", "--data.init_args.num_dev=5",
+        "--data.init_args.num_test=5", f"--trainer.default_root_dir={tmp_path}",
+        "--trainer.enable_progress_bar=false", "--test_after_fit=false",
+    ]) if Path("configs/quickstart.yaml").is_file() else pytest.skip("run from the repo root")
+    with pytest.raises(ValueError, match="structssl predict tags sequences"):
+        Tagger.load(tmp_path)
+
+
+def test_sizes_given_in_the_config_must_match_the_data(corpus: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"num_labels = 9 does not match the data's num_labels"):
+        _fit(corpus["root"], "mismatch", "--model.init_args.scorer.init_args.num_labels=9")
+
+
+def test_unlabeled_file_feeds_a_semi_supervised_procedure(corpus: dict[str, Any]) -> None:
+    root = corpus["root"]
+    out = _fit(
+        root, "ssl", f"--data.unlabeled_file={root / 'UNLABELED.txt'}",
+        "--model.class_path=structssl.training.TransductiveModule",
+        "--data.unlabeled_batch_size=16", "--trainer.max_epochs=2",
+    )
+    model = load_model(out)
+    assert type(model).__name__ == "TransductiveModule"
+    assert torch.isfinite(model.scorer.emission.weight).all()
