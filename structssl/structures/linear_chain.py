@@ -17,13 +17,13 @@ for the list Viterbi algorithm.
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from structssl.semirings import LOG_ZERO, Log, Semiring
-from structssl.structures.base import Potentials, Structure, positive_int
+from structssl.semirings import Log, Semiring, SmoothMax
+from structssl.structures.base import Potentials, Structure, positive_int, semiring_sum
 
 __all__ = ["LinearChain", "bio_allowed_transitions"]
 
@@ -36,26 +36,52 @@ class LinearChain(Structure):
         validate: check values at the public entry points (see :class:`Structure`).
         log_kernel: how the Log-semiring forward pass (log-partition, marginals) combines a
             step: ``"logsumexp"`` (exact in log space) or ``"expmm"`` (one batched matrix
-            product of exponentiated, max-shifted factors per step; faster, falls back to
-            log-sum-exp when it underflows). See ``benchmarks/README.md`` for which wins where.
+            product of exponentiated, rescaled factors per step; entries whose mass falls
+            below ``C * tiny / eps``, including exactly zero mass, are recomputed in log space,
+            so it is exact at any scale). Both run inside a fused autograd function: the
+            backward computes the edge marginals by one outside recursion over the stored
+            forward variables (no autograd graph through the per-step ops).
+
+    Infinities: ``-inf`` forbids a part (exact, at any scale); positions ``>= lengths`` may hold
+    anything; ``+inf`` / NaN at valid positions and examples with no valid structure raise
+    ``ValueError`` naming the example (see :class:`~structssl.structures.base.Structure`).
     """
 
     event_shape_doc = "(N, C, C)"
+    mask_value = float("-inf")  # exact exclusion (see Structure.mask_potentials)
 
     def __init__(
         self,
-        num_labels: int,
+        num_labels: Optional[int] = None,
         validate: bool = True,
         log_kernel: Literal["logsumexp", "expmm"] = "logsumexp",
     ) -> None:
         super().__init__(validate)
-        self.num_labels = positive_int(num_labels, "num_labels")
+        self.num_labels: int = 0 if num_labels is None else positive_int(num_labels, "num_labels")
         if log_kernel not in ("logsumexp", "expmm"):
             raise ValueError(f"log_kernel must be one of 'logsumexp', 'expmm'; got {log_kernel!r}")
         self.log_kernel = log_kernel
 
     def __repr__(self) -> str:
-        return f"LinearChain(num_labels={self.num_labels})"
+        return f"LinearChain(num_labels={self.num_labels or None})"
+
+    def resolve_sizes(self, sizes: dict[str, Any]) -> None:
+        """Take ``num_labels`` from the data when it was left out (``LinearChain()``).
+
+        Called by the training procedures at setup with the data module's sizes.
+
+        Raises:
+            ValueError: ``num_labels`` was given and differs from the data's.
+        """
+        given = sizes.get("num_labels")
+        if given is None:
+            return
+        if self.num_labels and self.num_labels != given:
+            raise ValueError(
+                f"LinearChain num_labels = {self.num_labels} does not match the data's "
+                f"num_labels = {given} (leave num_labels out to take it from the data)"
+            )
+        self.num_labels = positive_int(given, "num_labels")
 
     # ------------------------------------------------------------------ building potentials
     @staticmethod
@@ -89,6 +115,14 @@ class LinearChain(Structure):
                 raise ValueError(f"end must have shape (C,) or (B, C); got {tuple(end.shape)}")
             if lengths is None:
                 lengths = torch.full((b,), n, dtype=torch.long, device=dev)
+            elif lengths.shape != (b,) or (
+                lengths.numel() and (int(lengths.min()) < 1 or int(lengths.max()) > n)
+            ):
+                got = f"values in [{int(lengths.min())}, {int(lengths.max())}]" if lengths.numel() and lengths.shape == (b,) else f"shape {tuple(lengths.shape)}"
+                raise ValueError(
+                    f"lengths must have shape (B,) = ({b},) with values in [1, N] = [1, {n}] "
+                    f"(the end potentials go to position lengths - 1); got {got}"
+                )
             last = torch.arange(n, device=dev) == (lengths.view(b, 1) - 1)  # (B, N)
             unary = unary + last.unsqueeze(2).to(unary.dtype) * end.view(-1, 1, c)  # (B, N, C)
         # edge: (B or 1, N, C, C) potentials that do not depend on the position's own label
@@ -127,6 +161,11 @@ class LinearChain(Structure):
                 f"{type(potentials).__name__}"
             )
         c = self.num_labels
+        if not c:
+            raise ValueError(
+                "LinearChain num_labels is not set: pass num_labels=C, or train it through a "
+                "procedure whose data module gives it"
+            )
         if potentials.dim() != 4 or potentials.shape[-2:] != (c, c):
             raise ValueError(
                 f"potentials must have shape (B, N, C, C) with C = num_labels = {c}; got "
@@ -136,6 +175,14 @@ class LinearChain(Structure):
         if n == 0:
             raise ValueError(f"potentials must have N >= 1 positions; got shape {tuple(potentials.shape)}")
         return potentials, self.check_lengths(lengths, b, n, potentials.device)
+
+    def valid_masks(self, potentials: Potentials, lengths: Tensor) -> tuple[Optional[Tensor], ...]:
+        """(B, N, 1, 1): positions ``< lengths`` (padding may hold anything, even +inf / NaN)."""
+        assert isinstance(potentials, Tensor)
+        n = potentials.shape[1]
+        if not _ragged(lengths, n):
+            return (None,)
+        return (self.valid_mask(lengths, n).view(-1, n, 1, 1),)
 
     def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
         b = lengths.shape[0]
@@ -167,97 +214,78 @@ class LinearChain(Structure):
         return torch.arange(max_length, device=lengths.device) < lengths.unsqueeze(1)
 
     # ------------------------------------------------------------------ dynamic programs
+    def _check_values(self, potentials: Potentials, lengths: Tensor) -> Potentials:
+        # The dynamic programs below ignore padded positions themselves (per-step masks), so the
+        # padding is zeroed (one full pass, by the base class) only when some entry is not
+        # finite: -inf masks, or +inf / NaN that must be rejected at valid positions.
+        assert isinstance(potentials, Tensor)
+        if not self.validate or bool(torch.isfinite(potentials.detach().sum())):
+            return potentials
+        return super()._check_values(potentials, lengths)
+
     def _inside(self, potentials: Tensor, lengths: Tensor, semiring: Semiring) -> Tensor:
-        if isinstance(semiring, Log) and self.log_kernel == "expmm":
-            log_z = self._log_partition_expmm(potentials, lengths)
-            if bool(torch.isfinite(log_z).all()):
-                return log_z
-            # underflow of exp(alpha - max) @ exp(potentials - max): redo in log space
-        b, n, c, _ = potentials.shape
-        # unbind once: indexing potentials[:, t] in the loop would make autograd allocate a
-        # full-size zero gradient per step (O(N^2 C^2) backward traffic)
-        steps = potentials.unbind(1)  # N x (B, C_prev, C_next)
-        alpha = semiring.lift(steps[0][:, 0, :])  # (B, C, *S)
-        extra = (1,) * (alpha.dim() - 2)
-        ragged = _ragged(lengths, n)
-        for t in range(1, n):
-            # alpha (B, C_prev, 1, *S) ⊗ potentials (B, C_prev, C_next) -> sum over C_prev
-            step = semiring.sum(semiring.mul_potentials(alpha.unsqueeze(2), steps[t]), dim=1)
-            alpha = torch.where((t < lengths).view(b, 1, *extra), step, alpha) if ragged else step
-        return semiring.sum(alpha, dim=1)  # (B, *S)
-
-    def _log_partition_expmm(self, potentials: Tensor, lengths: Tensor) -> Tensor:
-        """log Z with the exp-matmul kernel: each step is one batched matrix product.
-
-        ``alpha'_j = m + M_j + log sum_i exp(alpha_i - m) exp(potentials_ij - M_j)`` with
-        ``m = max_i alpha_i`` and ``M_j = max_i potentials_ij``, so both factors are in (0, 1].
-        The product can underflow to 0 when the rows that carry alpha's mass have scores far
-        below the column maximum (more than ~87 nats in float32); the caller checks for a
-        non-finite result and falls back to log-sum-exp.
-        """
-        b, n, c, _ = potentials.shape
-        col_max = potentials.amax(dim=2, keepdim=True)  # (B, N, 1, C)
-        weights = (potentials - col_max).exp().unbind(1)  # N x (B, C_prev, C_next) in (0, 1]
-        col_max = col_max.squeeze(2).unbind(1)  # N x (B, C)
-        alpha = potentials[:, 0, 0, :]  # (B, C)
-        ragged = _ragged(lengths, n)
-        for t in range(1, n):
-            shift = alpha.amax(dim=1, keepdim=True)  # (B, 1)
-            mass = torch.bmm((alpha - shift).exp().unsqueeze(1), weights[t]).squeeze(1)  # (B, C)
-            step = mass.log() + shift + col_max[t]
-            alpha = torch.where((t < lengths).view(b, 1), step, alpha) if ragged else step
-        return torch.logsumexp(alpha, dim=1)
+        if isinstance(semiring, Log):
+            return _ChainLogPartition.apply(potentials, lengths, self.log_kernel)
+        if isinstance(semiring, SmoothMax):
+            temperature = semiring.temperature
+            scaled = potentials / temperature
+            return temperature * _ChainLogPartition.apply(scaled, lengths, self.log_kernel)
+        return _inside_loop(potentials, lengths, semiring)
 
     def _argmax(self, potentials: Tensor, lengths: Tensor) -> Tensor:
         b, n, c, _ = potentials.shape
-        alpha = potentials[:, 0, 0, :]  # (B, C)
+        steps = potentials.unbind(1)
+        active = _active_steps(lengths, n)
+        identity = torch.arange(c, device=potentials.device).expand(b, c)
+        alpha = steps[0][:, 0, :]  # (B, C)
         backpointers = []
-        ragged = _ragged(lengths, n)
         for t in range(1, n):
-            step, arg = (alpha.unsqueeze(2) + potentials[:, t]).max(dim=1)  # (B, C), (B, C)
-            alpha = torch.where((t < lengths).view(b, 1), step, alpha) if ragged else step
+            step, arg = (alpha.unsqueeze(2) + steps[t]).max(dim=1)  # (B, C), (B, C)
+            if active is not None:  # past the length: alpha and labels carry over
+                alpha = torch.where(active[t], step, alpha)
+                arg = torch.where(active[t], arg, identity)
+            else:
+                alpha = step
             backpointers.append(arg)
-        best = alpha.argmax(dim=1)  # (B,) label at position lengths - 1
-        labels = potentials.new_zeros(b, n, dtype=torch.long)
-        current = best
-        for t in range(n - 1, -1, -1):
-            # at t == lengths - 1 start from `best`; below, follow the backpointers of t + 1
-            if t < n - 1:
-                prev = backpointers[t].gather(1, current.unsqueeze(1)).squeeze(1)
-                current = torch.where(t + 1 < lengths, prev, best) if ragged else prev
-            labels[:, t] = current
-        return torch.where(self.valid_mask(lengths, n), labels, 0) if ragged else labels
+        current = alpha.argmax(dim=1)  # (B,) the label at each example's last position
+        labels = [current]
+        for arg in reversed(backpointers):
+            current = arg.gather(1, current.unsqueeze(1)).squeeze(1)
+            labels.append(current)
+        out = torch.stack(labels[::-1], dim=1)  # (B, N)
+        # padded positions repeat the last label (identity backpointers): zero them
+        return out if active is None else torch.where(self.valid_mask(lengths, n), out, 0)
 
     def _kbest(self, potentials: Tensor, k: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
         b, n, c, _ = potentials.shape
-        neg_inf = torch.tensor(float("-inf"), dtype=potentials.dtype, device=potentials.device)
+        dev = potentials.device
+        steps = potentials.unbind(1)
+        active = _active_steps(lengths, n)
+        identity = torch.arange(c * k, device=dev).expand(b, c * k)  # label * k + rank
         alpha = potentials.new_full((b, c, k), float("-inf"))  # (B, C, k), best first
-        alpha[:, :, 0] = potentials[:, 0, 0, :]
-        identity = (torch.arange(c, device=potentials.device).view(c, 1) * k
-                    + torch.arange(k, device=potentials.device).view(1, k))  # (C, k)
+        alpha[:, :, 0] = steps[0][:, 0, :]
         backpointers = []
         for t in range(1, n):
-            cand = alpha.unsqueeze(2) + potentials[:, t].unsqueeze(-1)  # (B, C_prev, C_next, k)
+            cand = alpha.unsqueeze(2) + steps[t].unsqueeze(-1)  # (B, C_prev, C_next, k)
             cand = cand.transpose(1, 2).reshape(b, c, c * k)  # (B, C_next, C_prev * k)
-            top = cand.topk(k, dim=2)  # prev index = i * k + r
-            active = (t < lengths).view(b, 1, 1)
-            alpha = torch.where(active, top.values, alpha)
-            backpointers.append(torch.where(active, top.indices, identity))
+            top, arg = cand.topk(k, dim=2)  # prev index = i * k + r
+            arg = arg.reshape(b, c * k)
+            if active is not None:
+                alpha = torch.where(active[t].unsqueeze(2), top, alpha)
+                arg = torch.where(active[t], arg, identity)
+            else:
+                alpha = top
+            backpointers.append(arg)
         final = alpha.reshape(b, c * k).topk(k, dim=1)  # (B, k) over (label, rank)
-        scores = torch.where(torch.isfinite(final.values), final.values, neg_inf)
-        label = final.indices // k  # (B, k)
-        rank = final.indices % k
-        labels = potentials.new_zeros(b, k, n, dtype=torch.long)
-        labels[:, :, n - 1] = label
-        for t in range(n - 1, 0, -1):
-            # backpointers[t - 1]: (B, C, k), entry [b, label, rank] = prev_label * k + prev_rank
-            flat = backpointers[t - 1].reshape(b, c * k)
-            prev = flat.gather(1, label * k + rank)  # (B, k)
-            label, rank = prev // k, prev % k
-            labels[:, :, t - 1] = label
+        index = final.indices  # (B, k): label * k + rank
+        labels = [index // k]
+        for arg in reversed(backpointers):
+            index = arg.gather(1, index)  # (B, k)
+            labels.append(index // k)
+        out = torch.stack(labels[::-1], dim=2)  # (B, k, N)
         # positions past each length repeat the last label (identity backpointers): zero them
         valid = self.valid_mask(lengths, n).unsqueeze(1)  # (B, 1, N)
-        return torch.where(valid, labels, 0), scores
+        return torch.where(valid, out, 0), final.values
 
     # ------------------------------------------------------------------ parts
     def to_parts(self, labels: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
@@ -324,7 +352,8 @@ class LinearChain(Structure):
         prev = torch.cat([labels.new_zeros(b, 1), labels[:, :-1]], dim=1)  # (B, N)
         index = (prev * c + labels).unsqueeze(2)  # (B, N, 1)
         edge = potentials.reshape(b, n, c * c).gather(2, index).squeeze(2)  # (B, N)
-        return (edge * self.valid_mask(lengths, n)).sum(1)
+        # where, not a product: padding may hold -inf
+        return torch.where(self.valid_mask(lengths, n), edge, 0.0).sum(1)
 
     # ------------------------------------------------------------------ constrained decoding
     def constrain(
@@ -339,7 +368,8 @@ class LinearChain(Structure):
     ) -> Tensor:
         """Mask potentials so that only structures meeting hard constraints keep their score.
 
-        Forbidden parts get ``LOG_ZERO``; the result can go to any operation (argmax, kbest,
+        Forbidden parts get ``-inf`` (an exclusion that no finite score can beat, at any
+        scale); the result can go to any operation (argmax, kbest,
         marginals, log-partition). Linear part costs (Lagrange multipliers) need no method:
         add them to the potentials.
 
@@ -400,12 +430,174 @@ class LinearChain(Structure):
                     "position within lengths)"
                 )
         allowed &= nodes.unsqueeze(2)
+        if self.validate:
+            self._check_reachable(allowed, lengths)
         return self.mask_potentials(potentials, allowed)
+
+    def _check_reachable(self, allowed: Tensor, lengths: Tensor) -> None:
+        """Raise when the allowed parts leave some example with no complete labelling (a
+        forward pass over the allowed graph)."""
+        b, n = allowed.shape[:2]
+        reach = allowed[:, 0, 0, :]  # (B, C): labels reachable at t = 0
+        dead = torch.zeros(b, dtype=torch.bool, device=allowed.device)
+        for t in range(n):
+            if t:
+                step = (reach.unsqueeze(2) & allowed[:, t]).any(dim=1)
+                reach = torch.where((t < lengths).view(b, 1), step, reach)
+            dead |= ~reach.any(dim=1) & (t < lengths)
+        if bool(dead.any()):
+            which = dead.nonzero().flatten().tolist()
+            raise ValueError(
+                f"constraints leave no valid labelling for example {which[0]} (examples: "
+                f"{which[:10]}{' ...' if len(which) > 10 else ''}): no sequence of allowed labels "
+                "and allowed transitions covers its length"
+            )
 
 
 def _ragged(lengths: Tensor, max_length: int) -> bool:
     """Whether some example is shorter than ``max_length`` (else the DPs skip masking)."""
     return bool((lengths != max_length).any())
+
+
+def _active_steps(lengths: Tensor, n: int) -> Optional[Tensor]:
+    """(N, B, 1) bool: ``t < lengths``, or ``None`` when every example has length N."""
+    if not _ragged(lengths, n):
+        return None
+    return (torch.arange(n, device=lengths.device).view(n, 1) < lengths.view(1, -1)).unsqueeze(2)
+
+
+def _inside_loop(p: Tensor, lengths: Tensor, semiring: Semiring) -> Tensor:
+    """Inside pass by autograd-able ops (Max, KMax; double backward of Log)."""
+    b, n = p.shape[:2]
+    steps = p.unbind(1)  # N x (B, C_prev, C_next); unbind once (no per-step full-size gradients)
+    active = _active_steps(lengths, n)
+    alpha = semiring.lift(steps[0][:, 0, :])  # (B, C, *S)
+    for t in range(1, n):
+        # alpha (B, C_prev, 1, *S) ⊗ potentials (B, C_prev, C_next) -> sum over C_prev
+        step = semiring_sum(semiring, semiring.mul_potentials(alpha.unsqueeze(2), steps[t]), 1)
+        if active is None:
+            alpha = step
+        else:
+            alpha = torch.where(active[t].view((b,) + (1,) * (step.dim() - 1)), step, alpha)
+    return semiring_sum(semiring, alpha, 1)  # (B, *S)
+
+
+def _forward_logsumexp(p: Tensor, active: Optional[Tensor]) -> Tensor:
+    """Forward variables ``alpha[:, t, j]`` = log-sum of the scores of prefixes ending in j at t
+    (carried over unchanged past each length). Exact in log space; ``-inf`` entries give
+    ``-inf`` (never NaN). Shape (B, N, C)."""
+    steps = p.unbind(1)
+    alpha = steps[0][:, 0, :]
+    alphas = [alpha]
+    for t in range(1, len(steps)):
+        step = torch.logsumexp(alpha.unsqueeze(2) + steps[t], dim=1)
+        alpha = step if active is None else torch.where(active[t], step, alpha)
+        alphas.append(alpha)
+    return torch.stack(alphas, dim=1)
+
+
+def _forward_expmm(p: Tensor, active: Optional[Tensor]) -> Tensor:
+    """Forward variables by one batched matrix product per step, rescaled at every step.
+
+    ``alpha'_j = m + M_j + log sum_i exp(alpha_i - m) exp(p_ij - M_j)`` with ``m = max_i alpha_i``
+    and ``M_j = max_i p_ij``: both factors are in [0, 1]. Where a column's mass falls below
+    ``C * tiny / eps`` (underflow could have dropped terms, or the mass is exactly zero) that
+    entry is recomputed exactly in log space, so the result equals :func:`_forward_logsumexp`
+    up to rounding whatever the scale. Shape (B, N, C).
+    """
+    b, n, c, _ = p.shape
+    info = torch.finfo(p.dtype)
+    floor = c * info.tiny / info.eps
+    col_max = p.amax(dim=2, keepdim=True)  # (B, N, 1, C), -inf for an all -inf column
+    col_max = torch.where(torch.isfinite(col_max), col_max, 0.0)  # +inf only in padding
+    weights = (p - col_max).exp().unbind(1)  # N x (B, C_prev, C_next) in [0, 1]
+    col_max = col_max.squeeze(2).unbind(1)  # N x (B, C)
+    steps = p.unbind(1)
+    alpha = steps[0][:, 0, :]
+    alphas = [alpha]
+    for t in range(1, n):
+        shift = alpha.amax(dim=1, keepdim=True)  # (B, 1)
+        shift = torch.where(torch.isneginf(shift), 0.0, shift)
+        mass = torch.bmm((alpha - shift).exp().unsqueeze(1), weights[t]).squeeze(1)  # (B, C)
+        step = mass.log() + shift + col_max[t]
+        low = ~(mass >= floor)  # also NaN (only from garbage in padding)
+        if bool(low.any()):
+            exact = torch.logsumexp(alpha.unsqueeze(2) + steps[t], dim=1)
+            step = torch.where(low, exact, step)
+        alpha = step if active is None else torch.where(active[t], step, alpha)
+        alphas.append(alpha)
+    return torch.stack(alphas, dim=1)
+
+
+def _edge_marginals(
+    p: Tensor, alphas: Tensor, grad: Tensor, active: Optional[Tensor], clamp: bool = False
+) -> Tensor:
+    """Edge marginals times ``grad`` (B,) by the outside recursion over the stored alphas.
+
+    With ``P_t[i, j] = exp(alpha[t-1, i] + p[t, i, j] - alpha[t, j])`` (the probability of
+    label i at t - 1 given label j at t) and ``g_t`` the node marginals at t (``g`` at the last
+    position is ``softmax(alpha[N-1])``), ``marg[t] = P_t * g_t[None, :]`` and
+    ``g_{t-1} = marg[t].sum(j)``; at t = 0 only row 0 holds ``g_0``. The exponent is recomputed
+    exactly as the forward pass computed its log-sum-exp, so it never exceeds 0: finite results
+    at any scale. Positions past each length get 0 and pass ``g`` through. Exact zeros for parts
+    with a ``-inf`` factor and for examples with ``log Z = -inf``.
+    """
+    b, n, c, _ = p.shape
+    steps = p.unbind(1)
+    # a -inf alpha[t, j] (label j unreachable) has only -inf terms: exp(-inf - 0) = 0, no NaN
+    safe = torch.where(torch.isneginf(alphas), 0.0, alphas)
+    out = torch.empty_like(p)
+    zero = p.new_zeros(())
+    g = torch.softmax(alphas[:, -1], dim=1)  # (B, C)
+    g = torch.where(torch.isnan(g), 0.0, g) * grad.view(b, 1)  # all -inf: no structure
+    for t in range(n - 1, 0, -1):
+        cond = alphas[:, t - 1].unsqueeze(2) + steps[t]  # as in the forward pass
+        cond = cond.sub_(safe[:, t].unsqueeze(1))
+        if clamp:
+            cond = cond.clamp_(max=0.0)
+        cond = cond.exp_().mul_(g.unsqueeze(1))  # (B, C_prev, C_next)
+        if active is None:
+            out[:, t] = cond
+            g = cond.sum(dim=2)
+        else:
+            torch.where(active[t].unsqueeze(2), cond, zero, out=out[:, t])
+            g = torch.where(active[t], out[:, t].sum(dim=2), g)
+    out[:, 0] = 0.0
+    out[:, 0, 0] = g
+    return out
+
+
+class _ChainLogPartition(torch.autograd.Function):
+    """log Z of chains, fused: the forward recursion in the forward; the backward (beta)
+    recursion and the edge marginals times the output gradient in the backward; no autograd
+    graph through the per-step ops. Positions ``>= lengths`` are skipped (they get zero
+    gradient whatever they hold).
+
+    Double backward (``create_graph=True``, e.g. the Gamma penalty of the marginals) recomputes
+    the marginals through the autograd-able loop so that they are differentiable.
+    """
+
+    @staticmethod
+    def forward(ctx, potentials: Tensor, lengths: Tensor, kernel: str) -> Tensor:  # type: ignore[override]
+        p = potentials.detach()
+        active = _active_steps(lengths, p.shape[1])
+        alphas = _forward_expmm(p, active) if kernel == "expmm" else _forward_logsumexp(p, active)
+        log_z = torch.logsumexp(alphas[:, -1], dim=1)
+        ctx.save_for_backward(potentials, lengths, alphas)
+        ctx.kernel = kernel
+        return log_z
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[no-untyped-def, override]
+        potentials, lengths, alphas = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph: differentiable marginals
+            with torch.enable_grad():
+                again = _inside_loop(potentials, lengths, Log())
+                (marg,) = torch.autograd.grad(again, potentials, grad, create_graph=True)
+            return marg, None, None
+        p = potentials.detach()
+        active = _active_steps(lengths, p.shape[1])
+        return _edge_marginals(p, alphas, grad, active, clamp=ctx.kernel == "expmm"), None, None
 
 
 def _expect_bool(x: Tensor, shape: tuple[int, ...], name: str) -> None:
