@@ -42,6 +42,8 @@ from typing import Any, Literal, Optional
 import pytorch_lightning as pl
 
 __all__ = [
+    "SupervisedWarmStart",
+    "safeguard_callbacks",
     "GeometricAnnealing",
     "CBarrier",
     "CuRamp",
@@ -172,6 +174,11 @@ class CuRamp(GeometricAnnealing):
         every_n_epochs: epochs per doubling.
         delay_epochs: epochs before the ramp starts (e.g. the C barrier's
             ``steps * every_n_epochs``, so that C_u grows once C is final).
+
+    The delay is *not* a supervised warm start: during it C_u stays at its first value
+    ``C_u 2^-steps`` (> 0), so the unlabeled term, with pseudo-labels of a model that has seen
+    no data yet, is in the objective from the first step. For labeled-only epochs first, add
+    :class:`SupervisedWarmStart` (or the procedures' ``warm_start_epochs``).
     """
 
     def __init__(self, steps: int = 10, every_n_epochs: int = 1, delay_epochs: int = 0) -> None:
@@ -221,3 +228,61 @@ class RhoContinuation(GeometricAnnealing):
         delay_epochs: int = 0,
     ) -> None:
         super().__init__("rho", start, factor, every_n_epochs, delay_epochs)
+
+
+class SupervisedWarmStart(pl.Callback):
+    """Supervised warm start: C_u = 0 for the first ``epochs`` training epochs.
+
+    During the warm start the procedures skip the unlabeled batches entirely (their objective
+    is the supervised one), so the first pseudo-labels come from a model trained on the labeled
+    data rather than from the initial weights. It overrides any C_u schedule during those epochs
+    (it runs after the trainer's callbacks when the procedure returns it from
+    ``configure_callbacks``; give it last when passing it to the trainer yourself). When the
+    warm start ends, the L-BFGS history (curvature pairs of the supervised objective) is
+    cleared.
+
+    Args:
+        epochs: labeled-only epochs, >= 1.
+    """
+
+    def __init__(self, epochs: int) -> None:
+        super().__init__()
+        self.epochs = _count(epochs, "epochs", 1)
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not hasattr(pl_module, "set_current"):
+            raise TypeError(
+                f"SupervisedWarmStart needs a structssl procedure (with set_current); got "
+                f"{type(pl_module).__name__}"
+            )
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        import torch
+
+        epoch = trainer.current_epoch
+        if epoch < self.epochs:
+            pl_module.set_current("Cu", 0.0)
+            return
+        if pl_module.current("Cu") == 0:  # no C_u schedule of its own: back to the final C_u
+            pl_module.set_current("Cu", pl_module.final_value("Cu"))
+        if epoch == self.epochs:
+            for opt in trainer.optimizers:
+                if isinstance(opt, torch.optim.LBFGS):
+                    opt.state.clear()
+
+
+def safeguard_callbacks(
+    warm_start_epochs: int = 0, cu_start: Optional[float] = None, cu_factor: float = 2.0
+) -> list[pl.Callback]:
+    """The C_u callbacks of the semi-supervised procedures' safeguard options.
+
+    ``cu_start`` given: C_u from ``C_u * cu_start``, times ``cu_factor`` every epoch up to C_u,
+    starting after the warm start (a :class:`GeometricAnnealing` of ``"Cu"``); then
+    :class:`SupervisedWarmStart` for ``warm_start_epochs > 0`` (last, so it wins).
+    """
+    out: list[pl.Callback] = []
+    if cu_start is not None:
+        out.append(GeometricAnnealing("Cu", cu_start, cu_factor, 1, warm_start_epochs))
+    if warm_start_epochs:
+        out.append(SupervisedWarmStart(warm_start_epochs))
+    return out
