@@ -87,7 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compact-window", type=int, default=10,
                    help="compact (OP 8.1, cubic): train on chunks of this many messages")
     p.add_argument("--cluster-out", type=Path, default=None,
-                   help="cluster the whole stream with the first decoder and write it here")
+                   help="cluster the whole stream with the first decoder and write it here "
+                   "(an existing file is kept unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --cluster-out file")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     return p
@@ -213,6 +216,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for name in ("window", "num_train", "compact_window"):
             if getattr(args, name) < (2 if name != "num_train" else 1):
                 raise ValueError(f"--{name.replace('_', '-')} is too small: {getattr(args, name)}")
+        if args.cluster_out is not None and args.cluster_out.exists() and not args.overwrite:
+            raise ValueError(
+                f"--cluster-out {args.cluster_out} exists; not replacing it (pass --overwrite "
+                "to replace it, or name another file)"
+            )
         stream, what = load_stream(args)
         print(f"{what}: {len(stream)} messages, {len({m.batch for m in stream if m.batch})} "
               f"batches; strategy {args.strategy}, window T={args.window}")

@@ -295,6 +295,12 @@ class CCCPModule(StructuredModule):
 
     uses_unlabeled = True
     annealable = ("C", "Cu")
+    sharding_refusal = (
+        "its auxiliary vectors v_j, its cached CCCP linearisation points and its outer-loop "
+        "stopping test are kept per example and per batch of one process, not reduced across "
+        "processes; train it on one process (--trainer.devices=1; a GPU runs its dynamic "
+        "programs)"
+    )
 
     def __init__(
         self,

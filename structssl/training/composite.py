@@ -33,7 +33,15 @@ the benchmark uses.
 
 The constraint rates and the multipliers are saved with the checkpoint (``on_save_checkpoint``)
 and restored on load, together with the module's ``current_Cu`` buffer and the callback state,
-so a resumed run continues the same annealing.
+so a resumed run continues the same annealing (CoDL+'s round counter too).
+
+Several processes (Lightning DDP): the constraint rates are estimated from the labeled labels
+of all ranks, the label assignment and the collective evaluation decoding run on the
+potentials of the whole corpus gathered from all ranks (each keeps its own examples' labels;
+the multipliers are the same on every rank), and the objective and gradient of every L-BFGS
+evaluation are reduced across ranks (:mod:`structssl.training.distributed`); N processes
+compute what one computes. CoDL+ (a sequential perceptron over the shuffled corpus) refuses
+``world_size > 1``.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ from structssl.inference.multilabel_constraints import multilabel_constraints
 from structssl.losses.likelihood import CompositeLikelihoodLoss
 from structssl.structures.base import Potentials, Structure
 from structssl.structures.multilabel import PairwiseMultiLabel
+from structssl.training import distributed
 from structssl.training.modules import Batch, ObjectiveTerms, OptimizerName, StructuredModule
 
 __all__ = [
@@ -169,6 +178,7 @@ class ConstrainedSelfLabelingModule(StructuredModule):
             labels: (n, K).
         """
         if not self._constraints_fitted:
+            labels, _ = distributed.gather_rows(labels)  # the rates of all ranks' labeled data
             self.constraints = multilabel_constraints(
                 self.constraint_kind, labels, self.constraint_tolerance
             )
@@ -185,6 +195,11 @@ class ConstrainedSelfLabelingModule(StructuredModule):
         :attr:`multipliers` (the unlabeled corpus's, for the next round and checkpoints).
         """
         constraints = self.constraints if constrained else None
+        mine: Optional[slice] = None
+        if constraints is not None and distributed.is_distributed():
+            # a corpus-level problem: solved on the whole corpus (all ranks' examples) on
+            # every rank alike, each rank keeping its own examples' labels
+            potentials, mine = distributed.gather_potentials(potentials)
         result = self.engine(
             potentials, self.components, constraints, self.multipliers if warm else None
         )
@@ -193,7 +208,7 @@ class ConstrainedSelfLabelingModule(StructuredModule):
             self.assignment_history.append(
                 {"primal": result.primal, "dual": result.dual, "violation": result.violation}
             )
-        return result.labels
+        return result.labels if mine is None else result.labels[mine]
 
     def decode(self, batch: Batch) -> Tensor:
         """Evaluation decoding: collective with the constraints when ``test_constraints``."""
@@ -235,13 +250,18 @@ class ConstrainedSelfLabelingModule(StructuredModule):
             optimizer = self._fresh_optimizer()
         last: dict[str, ObjectiveTerms] = {}
 
-        def closure() -> Tensor:
-            optimizer.zero_grad()
+        def evaluate() -> ObjectiveTerms:
             terms = self.objective_terms(batch)
             if self._trainer is not None:
                 self.manual_backward(terms.objective)
             else:
                 terms.objective.backward()
+            return terms
+
+        def closure() -> Tensor:
+            optimizer.zero_grad()
+            # several processes: the whole corpus's objective and gradient on every rank
+            terms = distributed.reduced_evaluation(self, evaluate)
             last["terms"] = terms
             return terms.objective
 
@@ -263,6 +283,7 @@ class ConstrainedSelfLabelingModule(StructuredModule):
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         opt = self.optimizers()
+        distributed.set_shard_shares(self, batch)
         inner = getattr(opt, "optimizer", opt)
         if isinstance(inner, torch.optim.LBFGS):
             inner.state.clear()  # a fresh L-BFGS run of lbfgs_max_iter iterations per round
@@ -325,6 +346,7 @@ class ConstrainedSelfLabelingModule(StructuredModule):
 
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
         state: dict[str, Any] = {"fitted": self._constraints_fitted}
         if self.constraints is not None:
             c = self.constraints
@@ -445,6 +467,13 @@ class CoDLPlusModule(ConstrainedSelfLabelingModule):
             :class:`ConstrainedSelfLabelingModule`.
     """
 
+    sharding_refusal = (
+        "its averaged perceptron makes sequential passes over the whole shuffled corpus, "
+        "which cannot be split across processes without changing the result; train it on one "
+        "process (--trainer.devices=1), or use CompositeLikelihoodModule / TSVMPlusModule, "
+        "which reduce their statistics across processes"
+    )
+
     def __init__(
         self,
         structure: Structure,
@@ -528,5 +557,19 @@ class CoDLPlusModule(ConstrainedSelfLabelingModule):
                 p.copy_(a / max(count, 1))
                 p.grad = None
         zero = x.new_zeros(())
+        if optimizer is not None:
+            # a step that changes nothing (no gradients) but counts: Lightning's global_step
+            # advances one per round, so ModelCheckpoint writes during training
+            optimizer.step(closure=lambda: zero)
         return ObjectiveTerms(zero, zero, zero, zero)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint["structssl_corpus_inference"]["round_index"] = self._round_index
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
+        state = checkpoint.get("structssl_corpus_inference") or {}
+        if "round_index" in state:
+            self._round_index = int(state["round_index"])
 

@@ -90,6 +90,13 @@ class LabelSwitchingModule(StructuredModule):
     """
 
     uses_unlabeled = True
+    sharding_refusal = (
+        "its greedy label switching compares constraint penalties across all unlabeled "
+        "examples at once and keeps one label per example of the whole corpus, which is not "
+        "split across processes; train it on one process (--trainer.devices=1; a GPU runs its "
+        "dynamic programs), or use CompositeLikelihoodModule / TSVMPlusModule (multi-label) "
+        "or TransductiveModule, which reduce across processes"
+    )
 
     def __init__(
         self,
@@ -171,7 +178,12 @@ class LabelSwitchingModule(StructuredModule):
             self.constraints = self.constraints.bind(list(names))
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
         checkpoint["label_switching_history"] = copy.deepcopy(self.history)
+        checkpoint["label_switching_state"] = {
+            "last_switches": self.last_switches,
+            "last_budget_exhausted": self.last_budget_exhausted,
+        }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_load_checkpoint(checkpoint)
@@ -179,6 +191,11 @@ class LabelSwitchingModule(StructuredModule):
         if saved is not None:
             self.pseudo_labels = torch.zeros_like(saved)
         self.history = copy.deepcopy(checkpoint.get("label_switching_history", []))
+        state = checkpoint.get("label_switching_state") or {}
+        self.last_switches = int(state.get("last_switches", self.last_switches))
+        self.last_budget_exhausted = bool(
+            state.get("last_budget_exhausted", self.last_budget_exhausted)
+        )
 
     # ------------------------------------------------------------------ phases
     @property

@@ -1,0 +1,259 @@
+"""Several processes (Lightning DDP, CPU, gloo): 2 processes end with 1 process's weights, or refuse.
+
+The 2-process runs are spawned by a subprocess running this file (``python tests/test_ddp.py
+PROCEDURES OUT``), bounded by a timeout (a hang fails the test and its process group is
+killed), with ``Trainer(devices=2, strategy=ddp_spawn)`` on gloo; the 1-process runs train
+the same model on the same data in the test's own process. float64 throughout
+(``precision="64-true"``); labeled and unlabeled sets of odd sizes, so the two shards differ
+in size.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+import torch
+
+pytest.importorskip("pytorch_lightning")
+
+import pytorch_lightning as pl  # noqa: E402
+
+from structssl.data.datamodule import SemiSupervisedDataModule, SyntheticHMMDataModule  # noqa: E402
+
+TIMEOUT_S = 420
+HERE = Path(__file__).resolve()
+
+pytestmark = [
+    pytest.mark.skipif(
+        not torch.distributed.is_available(), reason="torch.distributed is not available"
+    ),
+    # Lightning's advice (workers, sync_dist for logged values) and its pytree deprecation
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+]
+
+
+class ToyMultiLabelDataModule(SemiSupervisedDataModule):
+    """Correlated multi-label data from a random linear model (K = 3 labels, D = 4 inputs)."""
+
+    def __init__(self, num_labeled: int = 9, num_unlabeled: int = 13, num_eval: int = 7) -> None:
+        super().__init__(shuffle=True)
+        self.sizes = (num_labeled, num_unlabeled, num_eval)
+        self.num_labels = 3
+
+    def build(self) -> dict[str, list[dict[str, torch.Tensor]]]:
+        gen = torch.Generator().manual_seed(0)
+        n_l, n_u, n_e = self.sizes
+        total = n_l + n_u + 2 * n_e
+        x = torch.randn(total, 4, generator=gen, dtype=torch.float64)
+        w = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+        y = ((x @ w + 0.5 * torch.randn(total, 3, generator=gen, dtype=torch.float64)) > 0).long()
+        ex = [{"inputs": x[i], "labels": y[i]} for i in range(total)]
+        return {
+            "labeled": ex[:n_l],
+            "unlabeled": [{"inputs": e["inputs"]} for e in ex[n_l : n_l + n_u]],
+            "dev": ex[n_l + n_u : n_l + n_u + n_e],
+            "test": ex[n_l + n_u + n_e :],
+        }
+
+    @staticmethod
+    def collate(examples: list[dict[str, torch.Tensor]]) -> dict[str, Any]:
+        return {key: torch.stack([e[key] for e in examples]) for key in examples[0]}
+
+
+def _hmm(two_view: bool = False) -> SyntheticHMMDataModule:
+    return SyntheticHMMDataModule(
+        num_train=20, num_labeled=7, num_dev=5, num_test=5, num_states=3, length=6, dim=4,
+        two_view=two_view, seed=1,
+    )
+
+
+def build(name: str) -> tuple[pl.LightningModule, pl.LightningDataModule, list[pl.Callback]]:
+    """The procedure ``name``, its data and its annealing callbacks (small, float64 via the
+    trainer)."""
+    from structssl.losses import NablaSVMLoss, NablaTSVMLoss
+    from structssl.scorers import LinearChainScorer
+    from structssl.scorers.multilabel import MultiLabelScorer
+    from structssl.scorers.two_view import TwoViewScorer
+    from structssl.structures import LinearChain, PairwiseMultiLabel
+    from structssl.training import (
+        CCCPModule,
+        CoDLPlusModule,
+        CompositeLikelihoodModule,
+        CoTrainingModule,
+        CuRamp,
+        GeometricCuSchedule,
+        LabelSwitchingModule,
+        SupervisedModule,
+        TransductiveModule,
+        TSVMPlusModule,
+    )
+
+    torch.manual_seed(0)
+    chain = LinearChain(3)
+    lbfgs = dict(lbfgs_max_iter=8)
+    if name == "supervised":
+        return SupervisedModule(chain, LinearChainScorer(3, input_dim=4), **lbfgs), _hmm(), []
+    if name == "tsvm":
+        model = TransductiveModule(
+            chain, LinearChainScorer(3, input_dim=4), NablaSVMLoss(epsilon=0.3, rho=5.0),
+            NablaTSVMLoss(tau=0.4, rho=5.0), **lbfgs,
+        )
+        return model, _hmm(), [CuRamp(steps=2)]
+    if name == "cotraining":
+        scorer = TwoViewScorer(LinearChainScorer(3, input_dim=2), LinearChainScorer(3, input_dim=2))
+        return CoTrainingModule(chain, scorer, **lbfgs), _hmm(two_view=True), [CuRamp(steps=2)]
+    multilabel = PairwiseMultiLabel(3)
+    scorer = MultiLabelScorer(3, input_dim=4, pairwise="linear")
+    schedule = [GeometricCuSchedule(start=0.1, factor=3.0, every_n_epochs=1)]
+    if name == "composite":
+        return CompositeLikelihoodModule(multilabel, scorer, **lbfgs), ToyMultiLabelDataModule(), schedule
+    if name == "tsvm_plus":
+        return TSVMPlusModule(multilabel, scorer, **lbfgs), ToyMultiLabelDataModule(), schedule
+    if name == "codl_plus":
+        return CoDLPlusModule(multilabel, scorer), ToyMultiLabelDataModule(), schedule
+    if name == "cccp":
+        return CCCPModule(chain, LinearChainScorer(3, input_dim=4), formulation="labeling"), _hmm(), []
+    if name == "label_switching":
+        return LabelSwitchingModule(chain, LinearChainScorer(3, input_dim=4)), _hmm(), []
+    raise ValueError(name)
+
+
+class _SaveWeights(pl.Callback):
+    def __init__(self, out: str, name: str) -> None:
+        self.out, self.name = out, name
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        state = {k: v.detach().double().cpu() for k, v in pl_module.state_dict().items()}
+        torch.save(state, Path(self.out) / f"{self.name}.rank{trainer.global_rank}.pt")
+
+
+def fit(name: str, devices: int, out: str, epochs: int = 3) -> None:
+    """Train ``name`` on ``devices`` processes; each rank saves its weights under ``out``."""
+    model, data, callbacks = build(name)
+    strategy: Any = "auto"
+    if devices > 1:
+        from pytorch_lightning.strategies import DDPStrategy
+
+        strategy = DDPStrategy(
+            start_method="spawn", process_group_backend="gloo", timeout=timedelta(seconds=120)
+        )
+    trainer = pl.Trainer(
+        accelerator="cpu", devices=devices, strategy=strategy, precision="64-true",
+        max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0,
+        callbacks=[*callbacks, _SaveWeights(out, name)],
+    )
+    trainer.fit(model, datamodule=data)
+
+
+def _run_two_processes(names: list[str], out: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(HERE.parent.parent))
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE), ",".join(names), str(out)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        stdout, _ = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, _ = proc.communicate()
+        pytest.fail(f"2-process DDP run of {names} hung (> {TIMEOUT_S} s):\n{stdout[-4000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, "")
+
+
+SHARDED = ["supervised", "tsvm", "cotraining", "composite", "tsvm_plus"]
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("ddp")
+    result = _run_two_processes(SHARDED + ["codl_plus"], out)
+    return out, result.stdout
+
+
+@pytest.mark.parametrize("name", SHARDED)
+def test_two_processes_end_with_one_process_weights(
+    name: str, two_process_runs: tuple[Path, str], tmp_path: Path
+) -> None:
+    out, log = two_process_runs
+    files = [out / f"{name}.rank{r}.pt" for r in (0, 1)]
+    assert all(f.is_file() for f in files), f"{name}: no weights from both ranks\n{log[-4000:]}"
+    rank0, rank1 = (torch.load(f) for f in files)
+    fit(name, 1, str(tmp_path))
+    single = torch.load(tmp_path / f"{name}.rank0.pt")
+    for key, value in single.items():
+        if key.startswith("scorer"):
+            assert torch.equal(rank0[key], rank1[key]), f"{name}: ranks differ on {key}"
+            diff = float((rank0[key] - value).abs().max())
+            assert diff < 1e-5, f"{name}: {key} differs from 1 process by {diff}"
+
+
+def test_codl_plus_refuses_two_processes(two_process_runs: tuple[Path, str]) -> None:
+    out, log = two_process_runs
+    assert "CODL_PLUS_REFUSED" in log, log[-4000:]
+    assert "CoDLPlusModule cannot train on 2 processes" in log
+    assert "--trainer.devices=1" in log
+    assert not (out / "codl_plus.rank0.pt").exists()
+
+
+@pytest.mark.parametrize("name", ["cccp", "label_switching", "codl_plus"])
+def test_unsharded_procedures_refuse_world_size_above_one(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from structssl.training import distributed
+
+    model, _, _ = build(name)
+    distributed.check_sharding(model)  # one process: fine
+    monkeypatch.setattr(distributed, "world_size", lambda: 3)
+    with pytest.raises(RuntimeError, match=r"cannot train on 3 processes.*devices=1"):
+        distributed.check_sharding(model)
+
+
+def test_balance_penalty_refuses_world_size_above_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from structssl.training import distributed
+
+    model, _, _ = build("tsvm")
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    distributed.check_sharding(model)  # balance_weight = 0: shards fine
+    model.balance_weight = 1.0
+    with pytest.raises(RuntimeError, match="balance_weight"):
+        distributed.check_sharding(model)
+
+
+def test_shard_sampler_partitions_without_repeats() -> None:
+    from structssl.data.datamodule import ShardSampler
+
+    for shuffle in (False, True):
+        shards = [list(ShardSampler(11, 3, r, shuffle, seed=5, pad=False)) for r in range(3)]
+        assert sorted(sum(shards, [])) == list(range(11))
+        padded = [list(ShardSampler(11, 3, r, shuffle, seed=5, pad=True)) for r in range(3)]
+        assert {len(p) for p in padded} == {4}
+    a = ShardSampler(11, 1, 0, True, seed=5, pad=False)
+    first = list(a)
+    a.set_epoch(1)
+    assert list(a) != first and sorted(a) == list(range(11))
+    a.set_epoch(0)
+    assert list(a) == first  # a function of (seed, epoch): resumable
+
+
+def _worker(names: list[str], out: str) -> None:
+    torch.set_num_threads(1)
+    for name in names:
+        try:
+            fit(name, 2, out)
+        except Exception as err:  # spawn wraps the ranks' RuntimeError
+            if name != "codl_plus" or "cannot train on 2 processes" not in str(err):
+                raise
+            print("CODL_PLUS_REFUSED", err, flush=True)
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1].split(","), sys.argv[2])
