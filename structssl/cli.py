@@ -144,7 +144,7 @@ def _predict(argv: Sequence[str]) -> int:
 def _cli_class() -> Any:
     """The ``LightningCLI`` subclass (built lazily: ``structssl demo`` needs no Lightning)."""
     import torch
-    from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+    from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
     # the procedures and data modules, so that short class names work (--data.help
     # CoNLLDataModule, class_path: SupervisedModule)
@@ -204,6 +204,13 @@ def _cli_class() -> Any:
         def _sub(self) -> Any:
             return self.config[self.subcommand] if self.subcommand else self.config
 
+        def _parse_ckpt_path(self) -> None:
+            # Lightning reads --ckpt_path here first: a bad file gets an error naming it
+            sub = self.config.get("subcommand")
+            if sub and self.config[sub].get("ckpt_path"):
+                check_checkpoint_file(self.config[sub]["ckpt_path"])
+            super()._parse_ckpt_path()
+
         def before_instantiate_classes(self) -> None:
             config = self._sub()
             threads = config.get("num_threads")
@@ -230,7 +237,74 @@ def _cli_class() -> Any:
                 return
             self.trainer.test(self.model, datamodule=self.datamodule)
 
+    class StructSSLSaveConfig(SaveConfigCallback):
+        """Lightning's config save, which never replaces a file it did not write: with a
+        logger the config goes to the logger's own run folder (``config.yaml`` replaced there);
+        without one (``--trainer.logger=false``) it would go to ``default_root_dir`` (the working
+        directory by default), so an existing ``config.yaml`` there is kept (a warning says
+        so)."""
+
+        def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+            if trainer.logger is None and trainer.is_global_zero:
+                target = Path(trainer.log_dir or trainer.default_root_dir) / self.config_filename
+                if target.exists():
+                    warnings.warn(
+                        f"not saving the run's config to {target}: the file exists and the run "
+                        "has no logger folder of its own (--trainer.logger=false); the config "
+                        "is kept in the checkpoints (hparams)",
+                        stacklevel=2,
+                    )
+                    return
+                self.overwrite = False
+            super().setup(trainer, pl_module, stage)
+
+    StructSSLCLI.save_config_class = StructSSLSaveConfig
     return StructSSLCLI
+
+
+def check_checkpoint_file(path: Any) -> None:
+    """Fail early, naming the file, when ``--ckpt_path`` is not a readable checkpoint (missing,
+    empty, truncated or corrupt), instead of a bare ``OSError`` / ``EOFError`` from deep inside
+    Lightning. Lightning's own names (``last``, ``best``, ``hpc``, ``registry...``) pass.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not a checkpoint ``torch.load`` can read.
+    """
+    import zipfile
+
+    name = str(path)
+    if name in ("last", "best", "hpc") or name.startswith("registry"):
+        return
+    if "://" in name:  # a remote path (fsspec): Lightning reads it
+        return
+    file = Path(name)
+    if not file.is_file():
+        raise FileNotFoundError(f"--ckpt_path {file}: no such checkpoint file")
+    size = file.stat().st_size
+    hint = "(a truncated or partly written file? resume from an earlier checkpoint)"
+    if size == 0:
+        raise ValueError(f"--ckpt_path {file}: the file is empty, not a checkpoint {hint}")
+    if zipfile.is_zipfile(file):
+        try:
+            with zipfile.ZipFile(file) as archive:
+                bad = archive.testzip()
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
+            raise ValueError(
+                f"--ckpt_path {file}: corrupt checkpoint ({type(err).__name__}: {err}) {hint}"
+            ) from None
+        if bad is not None:
+            raise ValueError(f"--ckpt_path {file}: corrupt checkpoint (bad entry {bad}) {hint}")
+        return
+    import torch
+
+    try:
+        torch.load(file, map_location="cpu", weights_only=False)
+    except Exception as err:  # noqa: BLE001 - any failure means: not a readable checkpoint
+        raise ValueError(
+            f"--ckpt_path {file}: not a readable checkpoint ({size} bytes; "
+            f"{type(err).__name__}: {err}) {hint}"
+        ) from None
 
 
 def cli_main(args: Optional[Sequence[str]] = None, run: bool = True) -> Any:
@@ -256,6 +330,7 @@ def cli_main(args: Optional[Sequence[str]] = None, run: bool = True) -> Any:
             subclass_mode_model=True,
             subclass_mode_data=True,
             seed_everything_default=0,
+            save_config_callback=cls.save_config_class,
             save_config_kwargs={"overwrite": True},
             args=None if args is None else list(args),
             run=run,

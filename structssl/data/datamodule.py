@@ -52,6 +52,7 @@ from structssl.data.synthetic import hmm_sequences
 
 __all__ = [
     "SemiSupervisedDataModule",
+    "ShardSampler",
     "SyntheticHMMDataModule",
     "CoNLLDataModule",
     "split_pool",
@@ -147,6 +148,61 @@ class _ListDataset(torch.utils.data.Dataset):
         return self.examples[index]
 
 
+class ShardSampler(torch.utils.data.DistributedSampler):
+    """One process's shard of a split when several processes train together (Lightning DDP).
+
+    Rank ``r`` of ``W`` takes positions ``r, r + W, ...`` of the epoch's order: a permutation
+    drawn from ``seed`` and the epoch (``set_epoch``, called by Lightning; the same on every
+    rank) when ``shuffle``, else the split's order. With ``pad=False`` (a split that is one
+    full batch) no example is repeated, so the shards together are exactly the split (their
+    sizes may differ by one; the procedures weight each shard's mean by its size); with
+    ``pad=True`` (mini-batches) the order is padded by repeating its first examples to a
+    multiple of ``W``, as ``DistributedSampler`` does, so every rank runs the same number of
+    steps. Being a ``DistributedSampler``, Lightning keeps it instead of injecting its own.
+
+    Args:
+        size: examples in the split.
+        num_replicas: ``W``, the number of processes.
+        rank: this process's rank.
+        shuffle: a new order each epoch.
+        seed: the shuffling seed (the same on every rank).
+        pad: repeat examples so that every shard has the same size.
+    """
+
+    def __init__(
+        self, size: int, num_replicas: int, rank: int, shuffle: bool, seed: int, pad: bool
+    ) -> None:
+        # not DistributedSampler.__init__: no dataset and no process group needed
+        self.size = size
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.pad = pad
+        self.epoch = 0
+        self.drop_last = False
+        total = -(-size // num_replicas) * num_replicas if pad else size
+        self.total_size = total
+        self.num_samples = len(range(rank, total, num_replicas))
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __iter__(self) -> Any:
+        if self.shuffle:
+            gen = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch)
+            order = torch.randperm(self.size, generator=gen).tolist()
+        else:
+            order = list(range(self.size))
+        if self.pad and self.total_size > self.size:
+            extra = self.total_size - self.size
+            order += (order * (1 + extra // max(self.size, 1)))[:extra]
+        return iter(order[self.rank : self.total_size : self.num_replicas])
+
+
 class SemiSupervisedDataModule(pl.LightningDataModule):
     """Base of the data modules: loaders over example lists made by :meth:`build` (see module doc).
 
@@ -159,6 +215,11 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
         eval_batch_size: dev / test / predict batch size (``None``: the whole split).
         shuffle: reshuffle the training loaders every epoch (seeded by Lightning's seed).
         num_workers: ``DataLoader`` workers.
+
+    Several processes (Lightning DDP, ``--trainer.devices=N --trainer.strategy=ddp``): every
+    loader hands each rank its :class:`ShardSampler` shard (a split that is one full batch is
+    split without repeating an example); the shuffling seed is rank 0's, kept in checkpoints
+    (``state_dict``). See ``docs/distributed.md``.
     """
 
     def __init__(
@@ -177,6 +238,7 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
         self.num_workers = _check_count(num_workers, "num_workers", 0)
         self.num_labels: int = 0
         self._splits: Optional[dict[str, list[Example]]] = None
+        self._shuffle_seed: Optional[int] = None
 
     # ------------------------------------------------------------------ to implement
     def build(self) -> dict[str, list[Example]]:
@@ -218,6 +280,7 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
         self, examples: list[Example], batch_size: Optional[int], shuffle: bool
     ) -> DataLoader:
         size = len(examples) if batch_size is None else batch_size
+        shard = self._shard_sampler(len(examples), batch_size, shuffle)
         return DataLoader(
             _ListDataset(examples),
             batch_size=max(size, 1),
@@ -226,12 +289,51 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
             num_workers=self.num_workers,
         )
 
+    def _shard_sampler(
+        self, size: int, batch_size: Optional[int], shuffle: bool
+    ) -> Optional[ShardSampler]:
+        """This rank's :class:`ShardSampler` of a split when several processes run (else None)."""
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return None
+        world, rank = dist.get_world_size(), dist.get_rank()
+        if 0 < size < world:
+            raise ValueError(
+                f"a split of {size} examples cannot be sharded over {world} processes (each "
+                f"needs at least one example); use at most {size} processes (--trainer.devices)"
+            )
+        if self._shuffle_seed is None:
+            import os
+
+            seed = [int(os.environ.get("PL_GLOBAL_SEED", torch.initial_seed() % 2**31))]
+            dist.broadcast_object_list(seed, src=0)  # one order on every rank
+            self._shuffle_seed = int(seed[0])
+        return ShardSampler(size, world, rank, shuffle, self._shuffle_seed, batch_size is not None)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The shuffling seed of several processes (kept in checkpoints for exact resume)."""
+        return {} if self._shuffle_seed is None else {"shuffle_seed": self._shuffle_seed}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if state_dict.get("shuffle_seed") is not None:
+            self._shuffle_seed = int(state_dict["shuffle_seed"])
+
     def _wants_unlabeled(self) -> bool:
         trainer = getattr(self, "trainer", None)
         module = getattr(trainer, "lightning_module", None) if trainer is not None else None
         return bool(getattr(module, "uses_unlabeled", True))
 
+    def _restore_resumed_rng(self) -> None:
+        """Exact resume: a procedure restored from a checkpoint restores the interrupted run's
+        RNG state here, just before Lightning draws the epoch's shuffle from it."""
+        trainer = getattr(self, "trainer", None)
+        module = getattr(trainer, "lightning_module", None) if trainer is not None else None
+        restore = getattr(module, "restore_resumed_rng", None)
+        if callable(restore):
+            restore()
+
     def train_dataloader(self) -> CombinedLoader:
+        self._restore_resumed_rng()
         loaders: dict[str, DataLoader] = {
             "labeled": self._loader(self.splits["labeled"], self.batch_size, self.shuffle)
         }

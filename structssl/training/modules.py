@@ -306,9 +306,15 @@ class StructuredModule(pl.LightningModule):
                 holder.rho = float(self.current_rho)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        from structssl.training.distributed import save_resume_state
+
         checkpoint["structssl"] = {"sizes": self._sizes, "data_format": self.data_format}
+        save_resume_state(self, checkpoint)  # RNG state (exact resume)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        from structssl.training.distributed import load_resume_state
+
+        load_resume_state(self, checkpoint)  # float64 weights in float64, the RNG state
         saved = checkpoint.get("structssl") or {}
         if saved.get("sizes"):
             self.adopt_sizes(saved["sizes"])
@@ -433,11 +439,13 @@ class StructuredModule(pl.LightningModule):
         self, norm: Tensor, labeled: Tensor, unlabeled: Optional[Tensor]
     ) -> ObjectiveTerms:
         n, m = self.dataset_sizes()
-        objective = norm / (2 * n) + self.current("C") * labeled
+        # several processes: each shard's batch mean weighted by its share of the examples
+        share_l, share_u = getattr(self, "_shard_shares", (1.0, 1.0))
+        objective = norm / (2 * n) + self.current("C") * share_l * labeled
         if unlabeled is None:
             unlabeled = torch.zeros((), dtype=labeled.dtype, device=labeled.device)
         else:
-            objective = objective + self.current("Cu") * (m / n) * unlabeled
+            objective = objective + self.current("Cu") * (m / n) * share_u * unlabeled
         return ObjectiveTerms(objective, norm, labeled, unlabeled)
 
     # ------------------------------------------------------------------ training
@@ -464,14 +472,41 @@ class StructuredModule(pl.LightningModule):
     def on_train_start(self) -> None:
         self._push_rho()
 
+    #: why the procedure cannot train on several processes, ending with what to use instead
+    #: (None: it can; see :mod:`structssl.training.distributed`)
+    sharding_refusal: ClassVar[Optional[str]] = None
+
+    def on_fit_start(self) -> None:
+        from structssl.training.distributed import check_sharding
+
+        check_sharding(self)
+
+    def restore_resumed_rng(self) -> None:
+        """Exact resume: restore the RNG state kept in the checkpoint (once; the data modules
+        call it just before the first resumed epoch draws its shuffle)."""
+        from structssl.training.distributed import restore_resumed_rng
+
+        restore_resumed_rng(self)
+
+    def on_train_epoch_start(self) -> None:
+        self.restore_resumed_rng()  # (if the data module did not)
+
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        from structssl.training.distributed import reduced_evaluation, set_shard_shares
+
         opt = self.optimizers()
         last: dict[str, ObjectiveTerms] = {}
+        set_shard_shares(self, batch)
+
+        def evaluate() -> ObjectiveTerms:
+            terms = self.objective_terms(batch)
+            self.manual_backward(terms.objective)
+            return terms
 
         def closure() -> Tensor:
             opt.zero_grad()
-            terms = self.objective_terms(batch)
-            self.manual_backward(terms.objective)
+            # several processes: objective and gradient of the whole corpus on every rank
+            terms = reduced_evaluation(self, evaluate)
             last["terms"] = terms
             return terms.objective
 
