@@ -159,7 +159,7 @@ def _cli_class() -> Any:
 
     class StructSSLCLI(LightningCLI):
         """``LightningCLI`` with ``test_after_fit``, ``num_threads``, a CSV logger default and
-        fixed-name checkpoints (:class:`~structssl.training.checkpointing.RunCheckpoint`)."""
+        fixed-name checkpoints (:func:`~structssl.training.checkpointing.run_checkpoints`)."""
 
         @staticmethod
         def subcommands() -> dict[str, set[str]]:
@@ -169,7 +169,7 @@ def _cli_class() -> Any:
         def instantiate_trainer(self, **kwargs: Any) -> Any:
             from pytorch_lightning.callbacks import ModelCheckpoint
 
-            from structssl.training.checkpointing import RunCheckpoint
+            from structssl.training.checkpointing import run_checkpoints
 
             trainer = self._get(self.config_init, "trainer", default={})
             callbacks = trainer.get("callbacks") or []
@@ -181,7 +181,7 @@ def _cli_class() -> Any:
                 ckpt_path = self._sub().get("ckpt_path")
                 if self.subcommand != "fit" and ckpt_path:
                     folder = Path(ckpt_path).parent  # evaluating a run: the run's own callback
-                kwargs["callbacks"] = [*callbacks, RunCheckpoint(folder)]
+                kwargs["callbacks"] = [*callbacks, *run_checkpoints(folder)]
             splits = getattr(self.datamodule, "splits", None)
             if isinstance(splits, dict) and not splits.get("dev"):
                 kwargs["limit_val_batches"] = 0  # no dev set: no validation loop

@@ -65,7 +65,8 @@ def test_validate_and_test_from_checkpoint(tmp_path: Path) -> None:
     common = [f"--config={QUICKSTART}", f"--trainer.default_root_dir={tmp_path}",
               "--data.init_args.num_labeled=5", "--test_after_fit=false", *SMALL]
     fit = cli_main(["fit", "--trainer.max_epochs=1", *common])
-    (ckpt,) = tmp_path.rglob("*.ckpt")
+    ckpt = tmp_path / "checkpoints" / "last.ckpt"  # structssl's run_checkpoints: best and last
+    assert ckpt.is_file() and (tmp_path / "checkpoints" / "best.ckpt").is_file()
     weights = fit.model.scorer.emission.weight.detach().clone()
     for sub, key in (("validate", "val/token_accuracy"), ("test", "test/token_accuracy")):
         cli = cli_main([sub, *common, f"--ckpt_path={ckpt}"])

@@ -209,8 +209,39 @@ def test_full_batch_that_cannot_be_padded_is_refused(tmp_path: Path) -> None:
     _write(tmp_path / "t.conll", [_sentence(rng) for _ in range(20)])
     dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
                          batch_size=None, max_full_batch_positions=10)
+    dm.setup()  # no procedure that takes chunks is attached: one padded batch, refused
     with pytest.raises(ValueError, match=r"full-batch training .* set batch_size"):
-        dm.setup()
+        dm.train_dataloader()
+
+
+def test_chunked_full_batch_equals_one_batch(tmp_path: Path) -> None:
+    """SupervisedModule's chunk-by-chunk objective and gradient equal the padded batch's."""
+    from structssl.data.datamodule import length_chunks
+    from structssl.losses import CRFNLLLoss
+    from structssl.scorers import LinearChainScorer
+    from structssl.structures import LinearChain
+    from structssl.training import SupervisedModule
+
+    rng = random.Random(3)
+    _write(tmp_path / "t.conll", [_sentence(rng) for _ in range(30)])
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None)
+    dm.setup()
+    torch.manual_seed(0)
+    model = SupervisedModule(LinearChain(), LinearChainScorer(init_std=0.3), CRFNLLLoss(),
+                             num_labeled=30).double()
+    model.adopt_sizes(dm.model_sizes())
+    model.double()
+    model.manual_backward = lambda loss: loss.backward()  # type: ignore[method-assign]
+    examples = dm.splits["labeled"]
+    chunks = [dm.collate(c) for c in length_chunks(examples, 40)]
+    assert len(chunks) > 3 and sum(len(c["lengths"]) for c in chunks) == 30
+    whole = model.backward_objective({"labeled": dm.collate(examples)})
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    parts = model.backward_objective({"labeled": chunks})
+    torch.testing.assert_close(parts.objective, whole.objective.detach())
+    for p, g in zip(model.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
 
 
 # ------------------------------------------------------------------------------ end to end

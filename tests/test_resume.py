@@ -68,13 +68,13 @@ def test_quickstart_resumed_mid_annealing_ends_with_the_uninterrupted_weights(
 def _fit_multilabel(name: str, root: Path, epochs: int, ckpt: Any = None) -> pl.LightningModule:
     from test_ddp import build
 
-    from structssl.training.checkpointing import RunCheckpoint
+    from structssl.training.checkpointing import run_checkpoints
 
     model, data, callbacks = build(name)
     trainer = pl.Trainer(
         accelerator="cpu", devices=1, precision="64-true", max_epochs=epochs, logger=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-        callbacks=[*callbacks, RunCheckpoint(root / "checkpoints")], default_root_dir=root,
+        callbacks=[*callbacks, *run_checkpoints(root / "checkpoints")], default_root_dir=root,
     )
     trainer.fit(model, datamodule=data, ckpt_path=ckpt)
     return model

@@ -284,7 +284,8 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
         return DataLoader(
             _ListDataset(examples),
             batch_size=max(size, 1),
-            shuffle=shuffle,
+            shuffle=shuffle if shard is None else False,
+            sampler=shard,
             collate_fn=self.collate,
             num_workers=self.num_workers,
         )
@@ -502,8 +503,10 @@ class CoNLLDataModule(SemiSupervisedDataModule):
 
     Batches: with ``batch_size`` (mini-batches) sentences of similar length are batched
     together (``bucket_by_length``), so padding stays small; evaluation batches are sorted by
-    length. ``batch_size=None`` puts the whole labeled set in one batch (full-batch L-BFGS):
-    refused with a clear error when that batch would be too large to pad
+    length. ``batch_size=None`` puts the whole labeled set in one step (full-batch L-BFGS):
+    as length-sorted chunks evaluated one after the other for procedures that support it
+    (``SupervisedModule``), so memory stays bounded whatever the data size; as one padded
+    batch for the others, refused with a clear error when it would be too large to pad
     (``max_full_batch_positions``).
 
     Args:
@@ -532,7 +535,11 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         seed: the labeled / unlabeled split seed (and the ``random`` view split's).
         bucket_by_length: batch sentences of similar length together.
         max_full_batch_positions: the most padded positions (sentences x longest sentence) a
-            full batch (``batch_size=None``) may hold.
+            full batch (``batch_size=None``) may hold, for procedures that take it in one
+            piece.
+        max_chunk_positions: a full batch for a procedure that evaluates it chunk by chunk
+            (``supports_chunks``, e.g. ``SupervisedModule``: full-batch L-BFGS on any data
+            size) is cut into length-sorted chunks of at most this many padded positions.
         batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
             :class:`SemiSupervisedDataModule` (``eval_batch_size`` defaults to 256 here).
     """
@@ -562,6 +569,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         seed: int = 0,
         bucket_by_length: bool = True,
         max_full_batch_positions: int = 2_000_000,
+        max_chunk_positions: int = 20_000,
         batch_size: Optional[int] = None,
         unlabeled_batch_size: Optional[int] = None,
         eval_batch_size: Optional[int] = 256,
@@ -592,6 +600,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         self.max_full_batch_positions = _count(
             max_full_batch_positions, "max_full_batch_positions", 1
         )
+        self.max_chunk_positions = _count(max_chunk_positions, "max_chunk_positions", 1)
         self.format = TaggingFormat(
             token_column=token_column, tag_column=tag_column, feature_columns=feature_columns,
             separator=separator, encoding=encoding, tag_scheme=tag_scheme, min_count=min_count,
@@ -669,17 +678,6 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         self.num_labels = fmt.num_labels
         dev = fmt.read_labeled(self._path("dev"))[: self.max_dev] if self.files["dev"] else []
         test = fmt.read_labeled(self._path("test"))[: self.max_test] if self.files["test"] else []
-        if self.batch_size is None:
-            longest = max(len(s) for s in labeled)
-            positions = longest * len(labeled)
-            if positions > self.max_full_batch_positions:
-                raise ValueError(
-                    f"full-batch training (batch_size=None) would pad {len(labeled)} labeled "
-                    f"sentences to the longest one ({longest} tokens): {positions:,} positions, "
-                    f"more than max_full_batch_positions = {self.max_full_batch_positions:,}; "
-                    "set batch_size (e.g. 32) for mini-batch training, or raise "
-                    "max_full_batch_positions if the memory is there"
-                )
         return {
             "labeled": [fmt.encode(s, True) for s in labeled],
             "unlabeled": [fmt.encode(s, False) for s in unlabeled],
@@ -688,6 +686,34 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         }
 
     # ------------------------------------------------------------------ loaders
+    def _wants_chunks(self) -> bool:
+        trainer = getattr(self, "trainer", None)
+        module = getattr(trainer, "lightning_module", None) if trainer is not None else None
+        return bool(getattr(module, "supports_chunks", False))
+
+    def train_dataloader(self) -> CombinedLoader:
+        if self.batch_size is None and self._wants_chunks():
+            chunks = length_chunks(self.splits["labeled"], self.max_chunk_positions)
+            loader = DataLoader(
+                _ListDataset([chunks]),  # one step: the whole labeled set, chunk by chunk
+                batch_size=1,
+                collate_fn=lambda items: [self.collate(chunk) for chunk in items[0]],
+            )
+            return CombinedLoader({"labeled": loader}, mode="max_size_cycle")
+        if self.batch_size is None:
+            examples = self.splits["labeled"]
+            longest = max(int(e["inputs"].shape[0]) for e in examples)
+            positions = longest * len(examples)
+            if positions > self.max_full_batch_positions:
+                raise ValueError(
+                    f"full-batch training (batch_size=None) would pad {len(examples)} labeled "
+                    f"sentences to the longest one ({longest} tokens): {positions:,} positions, "
+                    f"more than max_full_batch_positions = {self.max_full_batch_positions:,}; "
+                    "set batch_size (e.g. 32) for mini-batch training, or raise "
+                    "max_full_batch_positions if the memory is there"
+                )
+        return super().train_dataloader()
+
     def _loader(
         self, examples: list[Example], batch_size: Optional[int], shuffle: bool
     ) -> DataLoader:
@@ -700,6 +726,23 @@ class CoNLLDataModule(SemiSupervisedDataModule):
             collate_fn=self.collate,
             num_workers=self.num_workers,
         )
+
+
+def length_chunks(examples: list[Example], max_positions: int) -> list[list[Example]]:
+    """Examples grouped by length into chunks of at most ``max_positions`` padded positions
+    (examples x longest example; a longer example is a chunk of its own)."""
+    order = sorted(range(len(examples)), key=lambda i: int(examples[i]["inputs"].shape[0]))
+    chunks: list[list[Example]] = []
+    current: list[Example] = []
+    for i in order:
+        n = int(examples[i]["inputs"].shape[0])
+        if current and n * (len(current) + 1) > max_positions:
+            chunks.append(current)
+            current = []
+        current.append(examples[i])
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 class LengthBucketSampler(torch.utils.data.Sampler[list[int]]):

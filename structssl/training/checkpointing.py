@@ -1,7 +1,7 @@
 """Checkpoints of a run: ``last.ckpt`` always, ``best.ckpt`` on the dev metric when there is a dev set.
 
-:class:`RunCheckpoint` is the ``ModelCheckpoint`` the ``structssl`` CLI adds to every ``fit``
-(unless the config turns checkpointing off or names its own ``ModelCheckpoint``). Its files
+:func:`run_checkpoints` are the ``ModelCheckpoint`` callbacks the ``structssl`` CLI adds to
+every run (unless the config turns checkpointing off or names its own ``ModelCheckpoint``). Its files
 have fixed names in ``<default_root_dir>/checkpoints/`` (no version counter), so a script can
 name them: ``structssl predict --model RUN_DIR`` reads ``best.ckpt``, else ``last.ckpt``.
 
@@ -19,35 +19,53 @@ from typing import Union
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-__all__ = ["RunCheckpoint", "checkpoint_file"]
+__all__ = ["LastCheckpoint", "BestCheckpoint", "run_checkpoints", "checkpoint_file"]
 
 BEST, LAST = "best", "last"
 
 
-class RunCheckpoint(ModelCheckpoint):
-    """``last.ckpt`` every epoch and ``best.ckpt`` on the dev metric (see the module docstring).
+class LastCheckpoint(ModelCheckpoint):
+    """``last.ckpt``: the model after every epoch, overwritten (no version counter).
 
     Args:
-        dirpath: where the files go (the CLI passes ``<default_root_dir>/checkpoints``).
+        dirpath: where the file goes (the CLI passes ``<default_root_dir>/checkpoints``).
     """
 
     def __init__(self, dirpath: Union[str, Path]) -> None:
         super().__init__(
-            dirpath=dirpath, filename=BEST, monitor=None, mode="max", save_last=True,
-            save_top_k=1, enable_version_counter=False,
+            dirpath=dirpath, filename=LAST, monitor=None, save_top_k=1,
+            enable_version_counter=False,
+        )
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """``best.ckpt``: the model of the best dev metric so far (see the module docstring);
+    nothing without dev examples.
+
+    Args:
+        dirpath: where the file goes (the CLI passes ``<default_root_dir>/checkpoints``).
+    """
+
+    def __init__(self, dirpath: Union[str, Path]) -> None:
+        super().__init__(
+            dirpath=dirpath, filename=BEST, monitor="val/unset", mode="max", save_top_k=1,
+            enable_version_counter=False,
         )
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         dm = getattr(trainer, "datamodule", None)
         splits = getattr(dm, "splits", None) if dm is not None else None
-        has_dev = bool(splits and splits.get("dev"))
         monitor = getattr(pl_module, "monitor", None)
-        if has_dev and callable(monitor):
+        if splits and splits.get("dev") and callable(monitor):
             self.monitor = monitor()
-        else:  # no dev metric to select on: only last.ckpt
-            self.monitor = None
+        else:  # no dev metric to select on
             self.save_top_k = 0
         super().setup(trainer, pl_module, stage)
+
+
+def run_checkpoints(dirpath: Union[str, Path]) -> list[ModelCheckpoint]:
+    """The checkpoint callbacks of a run: :class:`LastCheckpoint` and :class:`BestCheckpoint`."""
+    return [LastCheckpoint(dirpath), BestCheckpoint(dirpath)]
 
 
 def checkpoint_file(path: Union[str, Path]) -> Path:

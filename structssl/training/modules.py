@@ -491,6 +491,45 @@ class StructuredModule(pl.LightningModule):
     def on_train_epoch_start(self) -> None:
         self.restore_resumed_rng()  # (if the data module did not)
 
+    def labeled_term(self, batch: Batch) -> Tensor:
+        """``mean_i l_i`` over a labeled batch, for procedures whose objective is
+        ``||w||^2 / (2n) + C mean_i l_i`` (they set ``supports_chunks``)."""
+        raise NotImplementedError
+
+    #: whether the procedure evaluates a full batch given as length-bucketed chunks
+    #: (:meth:`labeled_term` defined, no unlabeled term): the data modules then hand it one
+    #: list of chunks per step, and the objective is evaluated chunk by chunk in bounded memory
+    supports_chunks: ClassVar[bool] = False
+
+    def backward_objective(self, batch: Batch) -> ObjectiveTerms:
+        """Evaluate ``J(w)`` on a training batch and accumulate its gradient (the optimiser's
+        closure). A labeled part given as a list of chunks (see :attr:`supports_chunks`) is
+        evaluated and differentiated chunk by chunk: the same value and gradient as one padded
+        batch, in the memory of the largest chunk."""
+        labeled, unlabeled = self._split(batch)
+        if not isinstance(labeled, list):
+            terms = self.objective_terms(batch)
+            self.manual_backward(terms.objective)
+            return terms
+        if unlabeled is not None:
+            raise ValueError(f"{type(self).__name__} takes chunked labeled batches without "
+                             "unlabeled ones; got both")
+        n, _ = self.dataset_sizes()
+        norm = self.weight_norm_squared()
+        self.manual_backward(norm / (2 * n))
+        total = sum(int(chunk["inputs"].shape[0]) for chunk in labeled)
+        shard_share = getattr(self, "_shard_shares", (1.0, 1.0))[0]  # see _combine
+        loss = torch.zeros((), dtype=torch.float64, device=norm.device)
+        for chunk in labeled:
+            share = shard_share * int(chunk["inputs"].shape[0]) / total
+            value = self.labeled_term(chunk)
+            self.manual_backward(self.current("C") * share * value)
+            loss = loss + share * value.detach().double()
+        loss = loss.to(norm.dtype)
+        norm = norm.detach()
+        objective = norm / (2 * n) + self.current("C") * loss
+        return ObjectiveTerms(objective, norm, loss, torch.zeros_like(loss))
+
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         from structssl.training.distributed import reduced_evaluation, set_shard_shares
 
@@ -498,22 +537,18 @@ class StructuredModule(pl.LightningModule):
         last: dict[str, ObjectiveTerms] = {}
         set_shard_shares(self, batch)
 
-        def evaluate() -> ObjectiveTerms:
-            terms = self.objective_terms(batch)
-            self.manual_backward(terms.objective)
-            return terms
-
         def closure() -> Tensor:
             opt.zero_grad()
             # several processes: objective and gradient of the whole corpus on every rank
-            terms = reduced_evaluation(self, evaluate)
+            terms = reduced_evaluation(self, lambda: self.backward_objective(batch))
             last["terms"] = terms
             return terms.objective
 
         opt.step(closure=closure)
         terms = last["terms"]
         labeled, _ = self._split(batch)
-        size = int(labeled["inputs"].shape[0])
+        chunks = labeled if isinstance(labeled, list) else [labeled]
+        size = sum(int(chunk["inputs"].shape[0]) for chunk in chunks)
         log = dict(on_step=False, on_epoch=True, batch_size=size)
         self.log("train/objective", terms.objective.detach(), prog_bar=True, **log)
         self.log("train/labeled_loss", terms.labeled_loss.detach(), **log)
@@ -524,9 +559,10 @@ class StructuredModule(pl.LightningModule):
         if self._has_rho():
             self.log("train/rho", self.current("rho"), **log)
         with torch.no_grad():
-            self.train_metrics.update(
-                self.decode(labeled), labeled["labels"], lengths=labeled.get("lengths")
-            )
+            for chunk in chunks:
+                self.train_metrics.update(
+                    self.decode(chunk), chunk["labels"], lengths=chunk.get("lengths")
+                )
         return terms.objective.detach()
 
     def _has_rho(self) -> bool:
@@ -534,7 +570,11 @@ class StructuredModule(pl.LightningModule):
 
     def _log_metrics(self, metrics: Any) -> None:
         if all(m.update_called for m in metrics.values()):
-            self.log_dict(metrics.compute(), prog_bar=True)
+            values = metrics.compute()
+            main = self.monitor().split("/", 1)[1]  # the progress bar shows the main metric
+            shown = {k: v for k, v in values.items() if k.split("/", 1)[1] == main}
+            self.log_dict(shown, prog_bar=True)
+            self.log_dict({k: v for k, v in values.items() if k not in shown})
         metrics.reset()
 
     def on_train_epoch_end(self) -> None:
@@ -606,11 +646,15 @@ class SupervisedModule(StructuredModule):
     def losses(self) -> list[nn.Module]:
         return [self.loss]
 
+    supports_chunks = True
+
+    def labeled_term(self, batch: Batch) -> Tensor:
+        pot = self.potentials(batch)
+        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
+
     def objective_terms(self, batch: Batch) -> ObjectiveTerms:
         labeled, _ = self._split(batch)
-        pot = self.potentials(labeled)
-        value = self.loss(self.structure, pot, labeled["labels"], labeled.get("lengths"))
-        return self._combine(self.weight_norm_squared(), value, None)
+        return self._combine(self.weight_norm_squared(), self.labeled_term(labeled), None)
 
     def eval_loss(self, batch: Batch) -> Tensor:
         pot = self.potentials(batch)
