@@ -88,7 +88,7 @@ class _DropAdverts(logging.Filter):
     """Drop Lightning's "💡 Tip" adverts for cloud products (not actionable here)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip:" not in str(record.msg)
+        return not str(record.msg).startswith("💡 Tip")
 
 
 def _predict(argv: Sequence[str]) -> int:

@@ -32,10 +32,6 @@ from structssl.structures.multilabel import MultiLabelPotentials, PairwiseMultiL
 F64 = torch.float64
 INF = float("inf")
 NAN = float("nan")
-LINEAR_CHAIN_REWRITE = (
-    "LinearChain internals follow the -inf policy only after its rewrite (linear_chain.py and "
-    "semirings.py belong to another change of issue 19)"
-)
 
 
 @dataclass
@@ -228,14 +224,8 @@ case("chain/lengths-out-of-range", ValueError, "lengths must be in [1, N] = [1, 
 case("chain/meta-potentials", ValueError, "meta tensor")(
     lambda p: LC.log_partition(torch.empty(2, 4, 3, 3, device="meta"))
 )
-case(
-    "chain/no-valid-structure", ValueError, "example 1 has no valid structure",
-    marks=(pytest.mark.xfail(strict=False, reason=LINEAR_CHAIN_REWRITE),),
-)(lambda p: LC.log_partition(_with(_chain(), (1, 2), -INF)))
-case(
-    "chain/potentials-from-end-beyond-n", ValueError, "lengths",
-    marks=(pytest.mark.xfail(strict=False, reason=LINEAR_CHAIN_REWRITE),),
-)(lambda p: LC.potentials_from(torch.randn(1, 4, 3), torch.randn(3, 3), end=torch.randn(3), lengths=torch.tensor([9])))
+case("chain/no-valid-structure", ValueError, "example 1 has no valid structure")(lambda p: LC.log_partition(_with(_chain(), (1, 2), -INF)))
+case("chain/potentials-from-end-beyond-n", ValueError, "lengths")(lambda p: LC.potentials_from(torch.randn(1, 4, 3), torch.randn(3, 3), end=torch.randn(3), lengths=torch.tensor([9])))
 
 # ---------------------------------------------------------------------- losses
 case("loss/crf-target-out-of-range", ValueError, "target must be in [0, C) = [0, 3)", "[0, 7]")(

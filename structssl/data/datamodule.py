@@ -612,30 +612,30 @@ class CoNLLDataModule(SemiSupervisedDataModule):
     @property
     def tags(self) -> tuple[str, ...]:
         """The learned tag set (BIO for span schemes), in label-index order."""
-        self.splits  # builds them (and fits the format) on first use
+        self.setup()  # builds the splits (and fits the format) once
         return self.format.tags
 
     @property
     def num_features(self) -> int:
-        """The feature index space (after setup)."""
-        self.splits
+        """The feature index space (reads the files on first use)."""
+        self.setup()
         return self.format.num_features
 
     @property
     def view_num_features(self) -> tuple[int, int]:
-        """The two views' feature index spaces (``two_view=True``, after setup)."""
-        self.splits
+        """The two views' feature index spaces (``two_view=True``; reads the files on first use)."""
+        self.setup()
         split = self.format.view_split
         return (0, 0) if split is None else split.num_features
 
     def model_sizes(self) -> dict[str, Any]:
         """What a model takes from this data (see :meth:`TaggingFormat.sizes`)."""
-        self.splits
+        self.setup()
         return self.format.sizes()
 
     def saved_format(self) -> dict[str, Any]:
         """The fitted format as plain data: kept in checkpoints for prediction."""
-        self.splits
+        self.setup()
         return self.format.state_dict()
 
     # ------------------------------------------------------------------ files

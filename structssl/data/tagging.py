@@ -101,7 +101,10 @@ class TaggingFormat:
             )
         if separator is not None and (not isinstance(separator, str) or separator == ""):
             raise ValueError(f"separator must be a non-empty string or None; got {separator!r}")
-        "".encode(encoding)  # LookupError naming an unknown encoding
+        try:
+            "".encode(encoding)
+        except (LookupError, TypeError):
+            raise ValueError(f"encoding must name a text encoding (e.g. 'utf-8'); got {encoding!r}") from None
         self.token_column = token_column
         self.tag_column = tag_column
         self.feature_columns = columns

@@ -1,0 +1,171 @@
+"""The README's supervised own-data command on CoNLL-2002 Spanish, beside sklearn-crfsuite.
+
+structssl runs exactly what a user runs: ``structssl fit --config configs/tagger.yaml
+--data.train_file esp.train --data.dev_file esp.testa --trainer.default_root_dir RUN_DIR``
+(in-process through :func:`structssl.cli.main`), then ``structssl predict --model RUN_DIR
+--input esp.testb`` (tags ignored, tokens only) and conlleval span F1 of the written file
+against the gold tags. The peer, sklearn-crfsuite, gets the same token features (the strings
+of the :class:`~structssl.data.features.FeatureExtractor` that ``configs/tagger.yaml`` uses,
+fitted on the same training sentences) and its defaults (L-BFGS, ``c2 = 1``, 100 iterations).
+Both are timed by wall clock for the whole fit (reading and features included), one after the
+other in one process.
+
+    python benchmarks/bench_own_data.py --quick    # 1,000 training sentences, 300 test, 2 epochs
+    python benchmarks/bench_own_data.py            # the full files (265k training tokens)
+
+JSON: ``benchmarks/results/own_data[_quick].json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import header, record, write_results  # noqa: E402
+
+from structssl.data.paths import resolve_data_dir  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _subset(src: Path, dst: Path, count: int) -> Path:
+    """The first ``count`` sentences of a column file."""
+    out, seen = [], 0
+    for line in src.read_text(encoding="utf-8").split("\n"):
+        out.append(line)
+        if not line.strip():
+            seen += 1
+            if seen >= count:
+                break
+    dst.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return dst
+
+
+def _structssl(
+    train: Path, dev: Path, test: Path, work: Path, epochs: int | None
+) -> dict[str, Any]:
+    from structssl.cli import main
+    from structssl.data.tagging import TaggingFormat
+    from structssl.predict import Tagger
+
+    run = work / "RUN_DIR"
+    start = time.perf_counter()
+    with mock.patch("sys.argv", ["structssl"]):
+        main([
+            "fit", f"--config={ROOT / 'configs' / 'tagger.yaml'}", f"--data.train_file={train}",
+            f"--data.dev_file={dev}", f"--trainer.default_root_dir={run}",
+            *([f"--trainer.max_epochs={epochs}"] if epochs else []),
+            "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false", "--test_after_fit=false",
+        ])
+    fit_s = time.perf_counter() - start
+    tokens_only = work / "NEW.txt"
+    tokens_only.write_text(
+        "\n".join(line.split()[0] if line.strip() else "" for line in
+                  test.read_text(encoding="utf-8").split("\n")),
+        encoding="utf-8",
+    )
+    start = time.perf_counter()
+    tagger = Tagger.load(run)
+    tagger.tag_file(tokens_only, work / "PREDICTIONS.conll")
+    predict_s = time.perf_counter() - start
+    gold = TaggingFormat.from_state_dict(tagger.format.state_dict()).read_labeled(test)
+    return {
+        "span_f1": _span_f1(work / "PREDICTIONS.conll", gold, tagger.tags),
+        "fit_s": fit_s, "predict_s": predict_s,
+    }
+
+
+def _span_f1(predictions: Path, gold: list[Any], tags: tuple[str, ...]) -> float:
+    """conlleval span F1 of a ``token<TAB>tag`` file against gold BIO sentences."""
+    from structssl.metrics import SpanF1
+
+    blocks = [b for b in predictions.read_text(encoding="utf-8").split("\n\n") if b.strip()]
+    index = {t: i for i, t in enumerate(tags)}
+    metric = SpanF1(tags)
+    for block, sent in zip(blocks, gold, strict=True):
+        pred = [index[line.split("\t")[1]] for line in block.split("\n")]
+        true = [index[t] for t in sent.labels]
+        metric.update(torch.tensor([pred]), torch.tensor([true]))
+    return float(metric.compute())
+
+
+def _crfsuite(train: Path, test: Path, iterations: int) -> dict[str, Any]:
+    import sklearn_crfsuite
+
+    from structssl.data.tagging import TaggingFormat
+
+    start = time.perf_counter()
+    fmt = TaggingFormat()  # the feature templates of configs/tagger.yaml
+    train_s = fmt.read_labeled(train)
+    fmt.fit(train_s, train_s)
+
+    def feats(sent: Any) -> list[dict[str, float]]:
+        return [{f: 1.0 for f in row} for row in fmt.extractor.strings(sent)]
+
+    crf = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=iterations)
+    crf.fit([feats(s) for s in train_s], [list(s.labels) for s in train_s])
+    fit_s = time.perf_counter() - start
+    test_s = fmt.read_labeled(test)
+    pred = crf.predict([feats(s) for s in test_s])
+    from structssl.metrics import SpanF1
+
+    index = {t: i for i, t in enumerate(fmt.tags)}
+    metric = SpanF1(fmt.tags)
+    for p, s in zip(pred, test_s):
+        metric.update(torch.tensor([[index[t] for t in p]]),
+                      torch.tensor([[index[t] for t in s.labels]]))
+    return {"span_f1": float(metric.compute()), "fit_s": fit_s}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 training sentences")
+    parser.add_argument("--epochs", type=int, default=None, help="structssl epochs (default: "
+                        "the config's)")
+    args = parser.parse_args()
+    try:
+        folder = resolve_data_dir() / "conll2002"
+    except FileNotFoundError as err:
+        raise SystemExit(f"bench_own_data needs the CoNLL-2002 files: {err}") from None
+    torch.set_num_threads(2)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        train, dev, test = folder / "esp.train", folder / "esp.testa", folder / "esp.testb"
+        if args.quick:
+            train = _subset(train, work / "train.conll", 1000)
+            dev = _subset(dev, work / "dev.conll", 300)
+            test = _subset(test, work / "test.conll", 300)
+        epochs = args.epochs or (2 if args.quick else None)  # None: the config's (5)
+        ours = _structssl(train, dev, test, work, epochs)
+        peer = _crfsuite(train, test, 30 if args.quick else 100)
+    task = "conll2002-esp/" + ("1000-sentences" if args.quick else "full")
+    name = "own_data" + ("_quick" if args.quick else "")
+    records = [
+        record(name, task, "structssl:tagger.yaml", "span_f1", 100 * ours["span_f1"], "%", True,
+               1, epochs=epochs or "config"),
+        record(name, task, "structssl:tagger.yaml", "fit_time", ours["fit_s"], "s", False, 1),
+        record(name, task, "structssl:tagger.yaml", "predict_time", ours["predict_s"], "s",
+               False, 1),
+        record(name, task, "sklearn-crfsuite", "span_f1", 100 * peer["span_f1"], "%", True, 1,
+               max_iterations=30 if args.quick else 100),
+        record(name, task, "sklearn-crfsuite", "fit_time", peer["fit_s"], "s", False, 1),
+    ]
+    path = write_results(name, header(torch.device("cpu"), "quick" if args.quick else "full",
+                                      note="wall clock, 2 threads, machine shared with other "
+                                      "jobs"), records)
+    for r in records:
+        print(f"{r['method']:<24} {r['metric']:<13} {r['value']:>9.2f} {r['unit']}")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
