@@ -94,6 +94,16 @@ def _check_lengths(lengths: Optional[Tensor], b: int, max_length: int, what: str
     return lengths.long()
 
 
+def _sequence_pair(
+    preds: Tensor, target: Tensor, lengths: Optional[Tensor]
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Checked (B, N) label pairs and the (B, N) bool mask of valid positions."""
+    preds, target = _pair(preds, target, 2)
+    b, n = preds.shape
+    lengths = _check_lengths(lengths, b, n, "N from preds").to(preds.device)
+    return preds, target, torch.arange(n, device=preds.device) < lengths.unsqueeze(1)
+
+
 def _pair(preds: Tensor, target: Tensor, ndim: Optional[int] = None) -> tuple[Tensor, Tensor]:
     preds = _as_labels(preds, "preds", ndim)
     target = _as_labels(target, "target", ndim)
@@ -163,10 +173,7 @@ class TokenAccuracy(_CountMetric):
         Shape:
             preds, target: (B, N); lengths: (B,).
         """
-        preds, target = _pair(preds, target, 2)
-        b, n = preds.shape
-        lengths = _check_lengths(lengths, b, n, "N from preds").to(preds.device)
-        valid = torch.arange(n, device=preds.device) < lengths.unsqueeze(1)
+        preds, target, valid = _sequence_pair(preds, target, lengths)
         self.correct += ((preds == target) & valid).sum()
         self.total += valid.sum()
 
@@ -364,10 +371,7 @@ class LabelProportions(_CountMetric):
         Shape:
             preds, target: (B, N); lengths: (B,).
         """
-        preds, target = _pair(preds, target, 2)
-        b, n = preds.shape
-        lengths = _check_lengths(lengths, b, n, "N from preds").to(preds.device)
-        valid = torch.arange(n, device=preds.device) < lengths.unsqueeze(1)
+        preds, target, valid = _sequence_pair(preds, target, lengths)
         c = len(self.names)
         for name, x, state in (("preds", preds, "pred"), ("target", target, "gold")):
             used = x[valid]
