@@ -289,7 +289,8 @@ class ConstrainedSelfLabelingModule(StructuredModule):
             inner.state.clear()  # a fresh L-BFGS run of lbfgs_max_iter iterations per round
         terms = self.round(batch, opt)
         labeled, _ = self._split(batch)
-        log = dict(on_step=False, on_epoch=True, batch_size=int(labeled["inputs"].shape[0]))
+        log = dict(on_step=False, on_epoch=True, batch_size=int(labeled["inputs"].shape[0]),
+                   sync_dist=True)
         self.log("train/objective", terms.objective.detach(), prog_bar=True, **log)
         self.log("train/labeled_loss", terms.labeled_loss.detach(), **log)
         self.log("train/unlabeled_loss", terms.unlabeled_loss.detach(), **log)

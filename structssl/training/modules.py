@@ -549,7 +549,9 @@ class StructuredModule(pl.LightningModule):
         labeled, _ = self._split(batch)
         chunks = labeled if isinstance(labeled, list) else [labeled]
         size = sum(int(chunk["inputs"].shape[0]) for chunk in chunks)
-        log = dict(on_step=False, on_epoch=True, batch_size=size)
+        # sync_dist: the mean over processes (the values are already equal on every rank
+        # after the closure's all-reduce; a no-op on one process)
+        log = dict(on_step=False, on_epoch=True, batch_size=size, sync_dist=True)
         self.log("train/objective", terms.objective.detach(), prog_bar=True, **log)
         self.log("train/labeled_loss", terms.labeled_loss.detach(), **log)
         self.log("train/unlabeled_loss", terms.unlabeled_loss.detach(), **log)
@@ -573,8 +575,10 @@ class StructuredModule(pl.LightningModule):
             values = metrics.compute()
             main = self.monitor().split("/", 1)[1]  # the progress bar shows the main metric
             shown = {k: v for k, v in values.items() if k.split("/", 1)[1] == main}
-            self.log_dict(shown, prog_bar=True)
-            self.log_dict({k: v for k, v in values.items() if k not in shown})
+            # torchmetrics' compute() already reduced over processes: sync_dist averages
+            # equal values and keeps Lightning from warning
+            self.log_dict(shown, prog_bar=True, sync_dist=True)
+            self.log_dict({k: v for k, v in values.items() if k not in shown}, sync_dist=True)
         metrics.reset()
 
     def on_train_epoch_end(self) -> None:
@@ -584,7 +588,8 @@ class StructuredModule(pl.LightningModule):
     def _eval_step(self, batch: Batch, metrics: Any, stage: str) -> None:
         labels = batch["labels"]
         metrics.update(self.decode(batch), labels, lengths=batch.get("lengths"))
-        self.log(f"{stage}/loss", self.eval_loss(batch), on_epoch=True, batch_size=labels.shape[0])
+        self.log(f"{stage}/loss", self.eval_loss(batch), on_epoch=True, batch_size=labels.shape[0],
+                 sync_dist=True)
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._eval_step(batch, self.val_metrics, "val")
@@ -820,7 +825,7 @@ class TransductiveModule(StructuredModule):
         assert isinstance(total, Tensor)
         size = int(unlabeled["inputs"].shape[0])
         self.log("train/balance_penalty", total.detach(), on_step=False, on_epoch=True,
-                 batch_size=size)
+                 batch_size=size, sync_dist=True)
         return total
 
     def _with_balance(self, terms: ObjectiveTerms, penalty: Optional[Tensor]) -> ObjectiveTerms:
