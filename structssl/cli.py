@@ -1,4 +1,6 @@
-"""The ``structssl`` command: a ``LightningCLI`` (fit / validate / test / predict) plus ``demo``.
+"""The ``structssl`` command: a ``LightningCLI`` (fit / validate / test) plus ``predict``,
+``baselines``, ``regression``, ``clustering`` and ``demo``, each configured by jsonargparse from
+a ``--config`` YAML and flags.
 
 Usage::
 
@@ -7,6 +9,9 @@ Usage::
     structssl test --config configs/quickstart.yaml --ckpt_path path/to/last.ckpt
     structssl fit --config configs/quickstart.yaml --print_config
     structssl demo --iterations 5        # the plain-torch CRF demo (structssl.demo)
+    structssl baselines --config configs/baselines/cutting_plane.yaml
+    structssl regression --config configs/corlsr/diabetes.yaml
+    structssl clustering --config configs/clustering/synthetic.yaml
 
 ``--model`` is any :class:`~pytorch_lightning.LightningModule` (the procedures of
 :mod:`structssl.training`) and ``--data`` any ``LightningDataModule`` (those of
@@ -39,12 +44,13 @@ _LIGHTNING_PYTREE_WARNING = r".*isinstance\(treespec, LeafSpec\)` is deprecated.
 
 
 def _demo(argv: Sequence[str]) -> int:
-    import argparse
+    from jsonargparse import ActionConfigFile, ArgumentParser
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="structssl demo",
         description="Train a linear-chain CRF on built-in synthetic HMM data (plain torch).",
     )
+    parser.add_argument("--config", action=ActionConfigFile, help="YAML file of options")
     parser.add_argument("--states", type=int, default=5, help="number of HMM states (labels)")
     parser.add_argument("--dim", type=int, default=20, help="emission dimension")
     parser.add_argument("--train", type=int, default=200, help="training sequences")
@@ -66,7 +72,12 @@ SUBCOMMANDS = {
     "validate": "evaluate a checkpoint on the data module's dev split (--ckpt_path)",
     "test": "evaluate a checkpoint on the data module's test split (--ckpt_path)",
     "predict": "tag a file with a trained model: --model RUN_DIR --input FILE --output FILE",
-    "baselines": "QP and perceptron baselines (cutting-plane structural SVM, coSVM, ...)",
+    "baselines": "QP and perceptron baselines (cutting-plane structural SVM, perceptron) "
+    "on a fit config's data, structure and scorer",
+    "regression": "coRLSR vs RLSR by inverse cross-validation (thesis ch. 4; "
+    "configs/corlsr/*.yaml)",
+    "clustering": "supervised clustering of message streams (thesis ch. 8; "
+    "configs/clustering/*.yaml)",
     "demo": "a linear-chain CRF on built-in synthetic data, in plain torch",
 }
 
@@ -339,21 +350,32 @@ def cli_main(args: Optional[Sequence[str]] = None, run: bool = True) -> Any:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``structssl`` command: ``demo``, ``baselines`` (the QP and perceptron
-    baselines, see ``structssl baselines --help``) or a LightningCLI subcommand."""
+    """Entry point of the ``structssl`` command: ``predict``, ``baselines``, ``regression``,
+    ``clustering``, ``demo`` (each parsed by its own jsonargparse parser, ``structssl
+    SUBCOMMAND --help``) or a LightningCLI subcommand (``fit``, ``validate``, ``test``).
+    Returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         _print_help()
         return 0
-    if args[0] == "demo":
-        return _demo(args[1:])
-    if args[0] == "predict":
-        return _predict(args[1:])
-    if args and args[0] == "baselines":
+    command, rest = args[0], args[1:]
+    if command == "demo":
+        return _demo(rest)
+    if command == "predict":
+        return _predict(rest)
+    if command == "baselines":
         from structssl.baselines.__main__ import main as baselines_main
 
-        baselines_main(args[1:])
+        baselines_main(rest)
         return 0
+    if command == "regression":
+        from structssl.regression.cli import main as regression_main
+
+        return regression_main(rest)
+    if command == "clustering":
+        from structssl.clustering.cli import main as clustering_main
+
+        return clustering_main(rest)
     cli_main(None if argv is None else args)
     return 0
 

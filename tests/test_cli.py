@@ -101,9 +101,24 @@ def test_bad_num_threads_is_reported(tmp_path: Path) -> None:
                   f"--trainer.default_root_dir={tmp_path}"], run=False)
 
 
-def test_demo_still_works(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_still_works(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["demo", "--iterations", "5", "--train", "20", "--test", "20"]) == 0
     assert "token accuracy" in capsys.readouterr().out
+    config = tmp_path / "demo.yaml"
+    config.write_text("iterations: 3\ntrain: 10\ntest: 10\n")
+    assert main(["demo", "--config", str(config), "--states", "3"]) == 0
+    assert "token accuracy" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["demo", "--iterations", "many"])
+    assert "iterations" in capsys.readouterr().err
+
+
+def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in ("fit", "validate", "test", "predict", "baselines", "regression", "clustering",
+                 "demo"):
+        assert f"  {name} " in out, name
 
 
 @pytest.mark.parametrize("method", ["perceptron", "one_slack"])

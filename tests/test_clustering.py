@@ -694,7 +694,11 @@ def test_cli_errors(tmp_path, capsys):
     bad.write_text("windows: 3\n")
     with pytest.raises(SystemExit):
         main(["--config", str(bad)])
-    assert "unknown option(s) ['windows']" in capsys.readouterr().err
+    assert "Option 'windows' is not accepted" in capsys.readouterr().err
+    assert main(["--config", str(CONFIGS / "synthetic.yaml"), "--window", "1"]) == 2
+    with pytest.raises(SystemExit):
+        main(["--config", str(tmp_path / "missing.yaml")])
+    assert "does not exist" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
@@ -715,4 +719,19 @@ def test_cli_config_values_are_typed_and_checked(tmp_path, capsys):
     cfg.write_text("strategy: iterative\n")
     with pytest.raises(SystemExit):
         parse_args(["--config", str(cfg)])
-    assert "strategy must be one of" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert 'key "strategy"' in err and "iterative" in err and "pairwise" in err
+
+
+def test_structssl_clustering_subcommand(tmp_path, capsys):
+    """``structssl clustering`` is the same command (``python -m structssl.clustering`` too)."""
+    from structssl.cli import main as structssl_main
+
+    clusters = tmp_path / "clusters.txt"
+    assert structssl_main(["clustering", "--num-messages", "40", "--window", "10", "--num-train",
+                           "1", "--folds", "0", "--strategy", "pairwise", "--decoders",
+                           "greedy", "--cluster-out", str(clusters)]) == 0
+    assert len(clusters.read_text().splitlines()) == 40
+    with pytest.raises(SystemExit):
+        structssl_main(["clustering", "--decoders", "kmeans"])
+    assert "kmeans" in capsys.readouterr().err

@@ -572,7 +572,7 @@ def test_cli_errors(tmp_path, capsys):
     bad.write_text("lambda: 0.1\n")
     with pytest.raises(SystemExit):
         main(["--config", str(bad)])
-    assert "unknown option(s) ['lambda']" in capsys.readouterr().err
+    assert "Option 'lambda' is not accepted" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
@@ -581,6 +581,24 @@ def test_shipped_configs_parse(config):
 
     args = parse_args(["--config", str(config)])
     assert args.data in ("diabetes", "synthetic") and args.lam == 0.1
+
+
+def test_structssl_regression_subcommand(tmp_path, capsys):
+    """``structssl regression`` is the same command (``python -m structssl.regression`` too)."""
+    import json
+
+    from structssl.cli import main as structssl_main
+
+    out = tmp_path / "res.json"
+    assert structssl_main(["regression", "--data", "synthetic", "--num-samples", "30", "--folds",
+                           "3", "--methods", "rlsr", "corlsr-exact", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert set(res["results"]) == {"rlsr", "corlsr-exact"}
+    assert res["options"]["num_samples"] == 30 and res["options"]["out"] == str(out)
+    assert structssl_main(["regression", "--data", "synthetic", "--folds", "1"]) == 2
+    with pytest.raises(SystemExit):
+        structssl_main(["regression", "--solver", "newton"])
+    assert "solver" in capsys.readouterr().err
 
 
 @needs_fork

@@ -1,4 +1,5 @@
-"""``python -m structssl.clustering``: see :mod:`structssl.clustering.cli`."""
+"""``python -m structssl.clustering``: an alias of ``structssl clustering`` (see
+:mod:`structssl.clustering.cli`)."""
 
 import sys
 

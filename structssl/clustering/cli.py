@@ -1,4 +1,4 @@
-"""Command line of chapter 8: ``python -m structssl.clustering`` (email batch detection).
+"""Command line of chapter 8: ``structssl clustering`` (email batch detection).
 
 Trains the similarity measure ``<w, psi(x_j, x_k)>`` with one of the four training strategies
 and evaluates every chosen decoder with the cross-validation of section 8.4.1: each test window
@@ -14,26 +14,29 @@ consecutive windows of ``--window`` messages, writing ``<message name> <window>:
 lines (for your own mail).
 
 Options come from the flags or a YAML file (``--config configs/clustering/synthetic.yaml``;
-keys are the long flag names with ``_`` for ``-``); flags override the file.
+keys are the long flag names with ``_`` for ``-``), parsed by jsonargparse like every
+``structssl`` subcommand; flags after ``--config`` override the file, ``--print_config`` shows
+the resolved options. ``python -m structssl.clustering`` is an alias.
 
 Example::
 
-    python -m structssl.clustering --strategy sequential --decoders sequential lp greedy
-    python -m structssl.clustering --data mail --mail ~/spam.mbox --batches batches.txt \\
+    structssl clustering --strategy sequential --decoders sequential lp greedy
+    structssl clustering --data mail --mail ~/spam.mbox --batches batches.txt \\
         --cluster-out clusters.txt
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import math
 import random
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import torch
+from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 from torch import Tensor
 
 from structssl.clustering.decoders import greedy_agglomerative, lp_decode
@@ -53,7 +56,6 @@ from structssl.clustering.training import (
     SequentialSVM,
     collate_windows,
 )
-from structssl.script_config import config_parser, parse_with_config, write_summary
 
 __all__ = ["DECODERS", "STRATEGIES", "build_parser", "decode", "evaluate", "main", "parse_args",
            "train"]
@@ -66,42 +68,50 @@ DECODERS = ("sequential", "lp", "greedy")
 COMPACT_EPS_PROX = (1e-2, 1e-1, 1.0)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m structssl.clustering``."""
-    p = config_parser(
-        "python -m structssl.clustering",
-        "Supervised clustering of message streams (thesis chapter 8).",
+def build_parser() -> ArgumentParser:
+    """The argument parser of ``structssl clustering`` (jsonargparse; ``--config`` YAML)."""
+    p = ArgumentParser(
+        prog="structssl clustering",
+        description="Supervised clustering of message streams (thesis chapter 8).",
     )
-    p.add_argument("--data", choices=("synthetic", "mail"), default="synthetic")
+    p.add_argument("--config", action=ActionConfigFile,
+                   help="YAML file of options (keys: the long flag names, '_' for '-')")
+    p.add_argument("--data", type=Literal["synthetic", "mail"], default="synthetic",
+                   help="the synthetic stream or your own mail (--mail, --batches)")
     p.add_argument("--num-messages", type=int, default=600, help="synthetic stream length")
-    p.add_argument("--mail", type=Path, default=None, help="folder of .eml files or an mbox")
-    p.add_argument("--batches", type=Path, default=None, help="batch-id file of --mail")
-    p.add_argument("--unlisted", choices=("error", "singleton"), default="singleton",
+    p.add_argument("--mail", type=Optional[Path], default=None,
+                   help="folder of .eml files or an mbox")
+    p.add_argument("--batches", type=Optional[Path], default=None, help="batch-id file of --mail")
+    p.add_argument("--unlisted", type=Literal["error", "singleton"], default="singleton",
                    help="messages the batch file does not list")
     p.add_argument("--window", type=int, default=30, help="window size T (thesis: 100)")
     p.add_argument("--num-train", type=int, default=3, help="training windows (thesis: 9)")
     p.add_argument("--folds", type=int, default=2, help="test windows (thesis: 153); 0: none")
-    p.add_argument("--strategy", choices=STRATEGIES, default="sequential")
-    p.add_argument("--decoders", nargs="+", choices=DECODERS, default=list(DECODERS))
+    p.add_argument("--strategy", type=Literal[STRATEGIES], default="sequential",
+                   help="training strategy")
+    p.add_argument("--decoders", nargs="+", type=Literal[DECODERS], default=list(DECODERS),
+                   help="decoders to evaluate (the first clusters --cluster-out)")
     p.add_argument("--C", type=float, default=1.0, help="loss weight of the SVMs")
     p.add_argument("--compact-window", type=int, default=10,
                    help="compact (OP 8.1, cubic): train on chunks of this many messages")
-    p.add_argument("--cluster-out", type=Path, default=None,
+    p.add_argument("--cluster-out", type=Optional[Path], default=None,
                    help="cluster the whole stream with the first decoder and write it here "
                    "(an existing file is kept unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing --cluster-out file")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--out", type=Optional[Path], default=None,
+                   help="write the results as JSON here")
     return p
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """Parse ``argv``; a ``--config`` YAML supplies defaults that flags override."""
-    return parse_with_config(build_parser(), argv)
+def parse_args(argv: Optional[Sequence[str]] = None) -> Namespace:
+    """Parse ``argv`` (default: ``sys.argv``); a ``--config`` YAML supplies options that later
+    flags override. Bad options exit with the parser's usage error (status 2)."""
+    return build_parser().parse_args(None if argv is None else list(argv))
 
 
-def load_stream(args: argparse.Namespace) -> tuple[list[Message], str]:
+def load_stream(args: Namespace) -> tuple[list[Message], str]:
     """The message stream in arrival order and a description."""
     if args.data == "synthetic":
         if args.num_messages < 2:
@@ -207,7 +217,8 @@ def cluster_stream(stream: Sequence[Message], strategy: str, decoder: str, windo
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of ``python -m structssl.clustering``; returns the exit status."""
+    """Entry point of ``structssl clustering`` (and ``python -m structssl.clustering``);
+    returns the exit status."""
     args = parse_args(argv)
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -246,5 +257,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     print(f"({time.perf_counter() - start:.1f}s)")
     if args.out is not None:
-        write_summary(args.out, args, what, summary)
+        opts = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                if k != "config"}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"options": opts, "data": what, "results": summary},
+                                       indent=1) + "\n")
     return 0

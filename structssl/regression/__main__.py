@@ -1,4 +1,5 @@
-"""``python -m structssl.regression``: see :mod:`structssl.regression.cli`."""
+"""``python -m structssl.regression``: an alias of ``structssl regression`` (see
+:mod:`structssl.regression.cli`)."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""Command line of chapter 4: ``python -m structssl.regression`` (coRLSR vs RLSR).
+"""Command line of chapter 4: ``structssl regression`` (coRLSR vs RLSR).
 
 Runs the thesis's protocol (section 4.4.1) on one data set: inverse ``folds``-fold
 cross-validation (one fold labeled, the other folds are the unlabeled data *and* the holdout
@@ -11,26 +11,29 @@ downloaded), ``synthetic`` (:func:`make_multiview_regression`, natural views) or
 with a header row (``--target`` names the target column; every other column must be numeric).
 
 Options come from the flags or a YAML file (``--config configs/corlsr/diabetes.yaml``; its
-keys are the long flag names with ``_`` for ``-``); flags override the file. With
+keys are the long flag names with ``_`` for ``-``), parsed by jsonargparse like every
+``structssl`` subcommand; flags after ``--config`` override the file, ``--print_config`` shows
+the resolved options. ``python -m structssl.regression`` is an alias. With
 ``--solver distributed`` the coRLSR methods run Algorithm 4.1 in one process per view
 (``torch.distributed``, gloo on localhost) instead of the central closed form.
 
 Example::
 
-    python -m structssl.regression --data diabetes --runs 5
-    python -m structssl.regression --config configs/corlsr/synthetic.yaml --solver distributed
+    structssl regression --data diabetes --runs 5
+    structssl regression --config configs/corlsr/synthetic_distributed.yaml --solver direct
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import torch
+from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 from torch import Tensor
 
 from structssl.regression.corlsr import (
@@ -41,7 +44,6 @@ from structssl.regression.corlsr import (
     scaled_rmse,
 )
 from structssl.regression.kernels import check_finite, eta_heuristic
-from structssl.script_config import config_parser, parse_with_config, write_summary
 
 __all__ = ["METHODS", "build_parser", "inverse_cv", "load_data", "main", "parse_args"]
 
@@ -50,38 +52,44 @@ METHODS = ("rlsr", "view-average", "corlsr-exact", "corlsr-semiparametric")
 DATASETS = ("diabetes", "linnerud", "synthetic")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m structssl.regression``."""
-    p = config_parser(
-        "python -m structssl.regression",
-        "coRLSR vs RLSR with the thesis's inverse cross-validation (chapter 4).",
+def build_parser() -> ArgumentParser:
+    """The argument parser of ``structssl regression`` (jsonargparse; ``--config`` YAML)."""
+    p = ArgumentParser(
+        prog="structssl regression",
+        description="coRLSR vs RLSR with the thesis's inverse cross-validation (chapter 4).",
     )
-    p.add_argument("--data", default="diabetes",
+    p.add_argument("--config", action=ActionConfigFile,
+                   help="YAML file of options (keys: the long flag names, '_' for '-')")
+    p.add_argument("--data", type=str, default="diabetes",
                    help=f"one of {', '.join(DATASETS)}, or a CSV path (needs --target)")
-    p.add_argument("--target", default=None, help="target column of a CSV file")
-    p.add_argument("--scaling", choices=("raw", "zscored"), default="raw",
+    p.add_argument("--target", type=Optional[str], default=None,
+                   help="target column of a CSV file")
+    p.add_argument("--scaling", type=Literal["raw", "zscored"], default="raw",
                    help="attributes in their units, or z-scored over all rows (no targets used)")
     p.add_argument("--num-samples", type=int, default=400, help="synthetic data: examples")
     p.add_argument("--noise", type=float, default=0.5, help="synthetic data: view noise")
-    p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    p.add_argument("--methods", nargs="+", type=Literal[METHODS], default=list(METHODS),
+                   help="methods to compare")
     p.add_argument("--views", type=int, default=2, help="random disjoint attribute views")
     p.add_argument("--lam", type=float, default=0.1, help="co-regularization weight")
     p.add_argument("--folds", type=int, default=10, help="inverse CV folds (1 labeled)")
     p.add_argument("--runs", type=int, default=1, help="runs (fresh folds and views each)")
-    p.add_argument("--solver", choices=("direct", "bcd", "distributed"), default="direct",
+    p.add_argument("--solver", type=Literal["direct", "bcd", "distributed"], default="direct",
                    help="coRLSR solver: closed form, Algorithm 4.1 in one process, or one "
                         "process per view over torch.distributed")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--out", type=Optional[Path], default=None,
+                   help="write the results as JSON here")
     return p
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    """Parse ``argv``; a ``--config`` YAML supplies defaults that flags override."""
-    return parse_with_config(build_parser(), argv)
+def parse_args(argv: Optional[Sequence[str]] = None) -> Namespace:
+    """Parse ``argv`` (default: ``sys.argv``); a ``--config`` YAML supplies options that later
+    flags override. Bad options exit with the parser's usage error (status 2)."""
+    return build_parser().parse_args(None if argv is None else list(argv))
 
 
-def load_data(args: argparse.Namespace) -> tuple[Tensor, Tensor, Optional[list[list[int]]], str]:
+def load_data(args: Namespace) -> tuple[Tensor, Tensor, Optional[list[list[int]]], str]:
     """(attributes (N, d), targets (N,), natural views or ``None``, description)."""
     if args.data == "synthetic":
         if args.views < 1:
@@ -239,7 +247,8 @@ def inverse_cv(x: Tensor, y: Tensor, natural_views: Optional[list[list[int]]],
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of ``python -m structssl.regression``; returns the exit status."""
+    """Entry point of ``structssl regression`` (and ``python -m structssl.regression``);
+    returns the exit status."""
     args = parse_args(argv)
     torch.set_num_threads(1)
     try:
@@ -261,5 +270,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"  {m:24s} scaled RMSE {mean:.4f} ± {std:.4f}")
     print(f"({time.perf_counter() - start:.1f}s)")
     if args.out is not None:
-        write_summary(args.out, args, what, summary)
+        opts = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                if k != "config"}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"options": opts, "data": what, "results": summary},
+                                       indent=1) + "\n")
     return 0
