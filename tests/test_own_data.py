@@ -324,11 +324,11 @@ def test_bad_checkpoints_get_clear_errors(tmp_path: Path, run_dir: Path) -> None
 
 def test_checkpoint_of_another_task_is_refused(tmp_path: Path) -> None:
     main([
-        "fit", "--config=configs/quickstart.yaml", "--trainer.max_epochs=1",
+        "fit", f"--config={CONFIG.parent / 'quickstart.yaml'}", "--trainer.max_epochs=1",
         "--data.init_args.num_train=20", "--data.init_args.num_dev=5",
         "--data.init_args.num_test=5", f"--trainer.default_root_dir={tmp_path}",
         "--trainer.enable_progress_bar=false", "--test_after_fit=false",
-    ]) if Path("configs/quickstart.yaml").is_file() else pytest.skip("run from the repo root")
+    ])
     with pytest.raises(ValueError, match="structssl predict tags sequences"):
         Tagger.load(tmp_path)
 
