@@ -348,3 +348,43 @@ def test_unlabeled_file_feeds_a_semi_supervised_procedure(corpus: dict[str, Any]
     model = load_model(out)
     assert type(model).__name__ == "TransductiveModule"
     assert torch.isfinite(model.scorer.emission.weight).all()
+
+
+def test_label_switching_runs_on_tagging_data(corpus: dict[str, Any], tmp_path: Path) -> None:
+    """Label switching with a corpus-level prior (entity proportion) on CoNLLDataModule:
+    unlabeled examples carry index and tokens, constraints bind to the learned tags."""
+    root = corpus["root"]
+    config = tmp_path / "ls.yaml"
+    config.write_text(
+        "trainer: {max_epochs: 2, enable_progress_bar: false, enable_model_summary: false,"
+        " log_every_n_steps: 1}\n"
+        "model:\n"
+        "  class_path: structssl.training.LabelSwitchingModule\n"
+        "  init_args:\n"
+        "    structure: {class_path: structssl.structures.LinearChain}\n"
+        "    scorer: {class_path: structssl.scorers.LinearChainScorer}\n"
+        "    constraints:\n"
+        "      class_path: structssl.constraints.ConstraintSet\n"
+        "      init_args:\n"
+        "        constraints:\n"
+        "          - class_path: structssl.constraints.LabelProportion\n"
+        "            init_args: {label: B-DRUG, target: 0.1, weight: 10.0}\n"
+        "    supervised_epochs: 1\n"
+        "    lbfgs_max_iter: 5\n"
+        "data:\n"
+        "  class_path: structssl.data.datamodule.CoNLLDataModule\n"
+        "  init_args: {dev_file: null, test_file: null}\n"
+    )
+    main([
+        "fit", f"--config={config}", f"--data.train_file={root / 'TRAIN.conll'}",
+        f"--data.dev_file={root / 'DEV.conll'}", f"--data.unlabeled_file={root / 'UNLABELED.txt'}",
+        f"--trainer.default_root_dir={tmp_path / 'run'}",
+    ])
+    model = load_model(tmp_path / "run")
+    assert type(model).__name__ == "LabelSwitchingModule" and model.history
+    with pytest.raises(ValueError, match="needs the whole unlabeled set in one batch"):
+        main([
+            "fit", f"--config={config}", f"--data.train_file={root / 'TRAIN.conll'}",
+            f"--data.unlabeled_file={root / 'UNLABELED.txt'}", "--data.unlabeled_batch_size=4",
+            f"--trainer.default_root_dir={tmp_path / 'run2'}",
+        ])

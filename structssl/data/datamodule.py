@@ -680,7 +680,11 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         test = fmt.read_labeled(self._path("test"))[: self.max_test] if self.files["test"] else []
         return {
             "labeled": [fmt.encode(s, True) for s in labeled],
-            "unlabeled": [fmt.encode(s, False) for s in unlabeled],
+            # index and tokens: what label switching and token constraints read
+            "unlabeled": [
+                {**fmt.encode(s, False), "index": torch.tensor(i), "tokens": s.tokens}
+                for i, s in enumerate(unlabeled)
+            ],
             "dev": [fmt.encode(s, True) for s in dev],
             "test": [fmt.encode(s, True) for s in test],
         }

@@ -162,13 +162,15 @@ class LabelSwitchingModule(StructuredModule):
         super().setup(stage)
         trainer = self._trainer
         dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        if stage == "fit":
+            self._check_data_module(dm)
         adopt = getattr(self.scorer, "adopt_grammar", None)
         if callable(adopt) and dm is not None and getattr(dm, "lexicon", None) is not None:
             adopt(dm)  # a GrammarScorer configured by sizes only takes the treebank's grammar
         vocabulary = getattr(dm, "symbols", None)
         if self.is_tree and self.constraints is not None and vocabulary:
             self.constraints = [c.bind(list(vocabulary)) for c in self.constraints]
-        names = getattr(dm, "label_names", None)
+        names = getattr(dm, "label_names", None) or self.tags
         if (
             not self.is_tree
             and self.constraints is not None
@@ -176,6 +178,28 @@ class LabelSwitchingModule(StructuredModule):
             and names
         ):
             self.constraints = self.constraints.bind(list(names))
+
+    def _check_data_module(self, dm: Any) -> None:
+        """Fail at setup, not after an epoch, when the data cannot be label-switched."""
+        splits = getattr(dm, "splits", None)
+        if not isinstance(splits, dict):
+            return
+        unlabeled = splits.get("unlabeled") or []
+        name = type(dm).__name__
+        if not unlabeled:
+            raise ValueError(f"{type(self).__name__} needs unlabeled examples; {name} has none")
+        if "index" not in unlabeled[0]:
+            raise ValueError(
+                f"{type(self).__name__} needs unlabeled examples that carry 'index' (their index "
+                f"in the split); {name}'s carry {sorted(unlabeled[0])}"
+            )
+        size = getattr(dm, "unlabeled_batch_size", None)
+        if size is not None and size < len(unlabeled):
+            raise ValueError(
+                f"{type(self).__name__} needs the whole unlabeled set in one batch (corpus "
+                f"constraints): set the data module's unlabeled_batch_size=None; got "
+                f"{size} for {len(unlabeled)} unlabeled examples"
+            )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_save_checkpoint(checkpoint)
