@@ -232,8 +232,8 @@ class Tagger:
         input = Path(input)
         if not input.is_file():
             raise FileNotFoundError(f"no such input file: {input}")
-        sentences = self.format.read_tokens(input)
-        gold = self._gold(input)
+        gold = self._gold(input)  # the sentences with their tags, when the input has them
+        sentences = gold if gold is not None else self.format.read_tokens(input)
         predictions = self.predict(sentences, confidence=confidence, kbest=kbest)
         output = Path(output)
         output.parent.mkdir(parents=True, exist_ok=True)

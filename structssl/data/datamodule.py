@@ -38,7 +38,6 @@ path of the linear scorers on small data. Give ``batch_size`` (labeled) and
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Literal, Optional
 
 import pytorch_lightning as pl
@@ -319,17 +318,18 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
         if state_dict.get("shuffle_seed") is not None:
             self._shuffle_seed = int(state_dict["shuffle_seed"])
 
-    def _wants_unlabeled(self) -> bool:
+    def _procedure(self) -> Any:
+        """The LightningModule of the attached trainer (``None`` outside a trainer)."""
         trainer = getattr(self, "trainer", None)
-        module = getattr(trainer, "lightning_module", None) if trainer is not None else None
-        return bool(getattr(module, "uses_unlabeled", True))
+        return getattr(trainer, "lightning_module", None) if trainer is not None else None
+
+    def _wants_unlabeled(self) -> bool:
+        return bool(getattr(self._procedure(), "uses_unlabeled", True))
 
     def _restore_resumed_rng(self) -> None:
         """Exact resume: a procedure restored from a checkpoint restores the interrupted run's
         RNG state here, just before Lightning draws the epoch's shuffle from it."""
-        trainer = getattr(self, "trainer", None)
-        module = getattr(trainer, "lightning_module", None) if trainer is not None else None
-        restore = getattr(module, "restore_resumed_rng", None)
+        restore = getattr(self._procedure(), "restore_resumed_rng", None)
         if callable(restore):
             restore()
 
@@ -691,9 +691,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
 
     # ------------------------------------------------------------------ loaders
     def _wants_chunks(self) -> bool:
-        trainer = getattr(self, "trainer", None)
-        module = getattr(trainer, "lightning_module", None) if trainer is not None else None
-        return bool(getattr(module, "supports_chunks", False))
+        return bool(getattr(self._procedure(), "supports_chunks", False))
 
     def train_dataloader(self) -> CombinedLoader:
         if self.batch_size is None and self._wants_chunks():
