@@ -518,17 +518,15 @@ class StructuredModule(pl.LightningModule):
         norm = self.weight_norm_squared()
         self.manual_backward(norm / (2 * n))
         total = sum(int(chunk["inputs"].shape[0]) for chunk in labeled)
-        shard_share = getattr(self, "_shard_shares", (1.0, 1.0))[0]  # see _combine
+        shard_share = getattr(self, "_shard_shares", (1.0, 1.0))[0]  # as in _combine
         loss = torch.zeros((), dtype=torch.float64, device=norm.device)
         for chunk in labeled:
-            share = shard_share * int(chunk["inputs"].shape[0]) / total
+            share = int(chunk["inputs"].shape[0]) / total
             value = self.labeled_term(chunk)
-            self.manual_backward(self.current("C") * share * value)
+            self.manual_backward(self.current("C") * shard_share * share * value)
             loss = loss + share * value.detach().double()
-        loss = loss.to(norm.dtype)
-        norm = norm.detach()
-        objective = norm / (2 * n) + self.current("C") * loss
-        return ObjectiveTerms(objective, norm, loss, torch.zeros_like(loss))
+        # the value (not differentiated again): the same assembly as the one-batch path
+        return self._combine(norm.detach(), loss.to(norm.dtype), None)
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         from structssl.training.distributed import reduced_evaluation, set_shard_shares
