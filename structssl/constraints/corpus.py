@@ -1,0 +1,176 @@
+"""Corpus-level constraints: ratios of counts summed over the corpus against a target (seed 003
+section 4.1.1's label proportions and transition fraction, seed 000's expectations)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from structssl.constraints.base import Constraint
+from structssl.constraints.instance import PunctuationTransitions
+from structssl.constraints.labelings import LabelSpec, _hinge, transitions_mask
+
+__all__ = ["LabelProportion", "ExpectedCount", "TransitionFraction"]
+
+
+class _Ratio(Constraint):
+    """Corpus-level ratio ``sum(numerator) / sum(denominator)`` against a target.
+
+    ``bound="eq"``: penalty ``weight * |ratio - target|`` (L1 to the target, an expectation);
+    ``"ge"``/``"le"``: ``weight * [target - ratio]_+`` / ``[ratio - target]_+`` (hinge).
+    counts: (B, 2) = (numerator, denominator) per example.
+
+    Args:
+        target: the ratio; must lie in [0, ``max_target``] (``what`` names it in the error).
+    """
+
+    level = "corpus"
+    num_counts = 2
+
+    def __init__(
+        self,
+        target: float,
+        bound: Literal["eq", "ge", "le"],
+        hard: bool,
+        weight: float,
+        name: Optional[str],
+        what: str = "a fraction in [0, 1]",
+        max_target: float = 1.0,
+    ) -> None:
+        if not isinstance(target, (int, float)) or isinstance(target, bool) or not 0.0 <= target <= max_target:
+            raise ValueError(f"target must be {what}; got {target!r}")
+        super().__init__(hard=hard, weight=weight, name=name)
+        if bound not in ("eq", "ge", "le"):
+            raise ValueError(f"bound must be one of 'eq', 'ge', 'le'; got {bound!r}")
+        self.bound = bound
+        self.target = float(target)
+
+    def violation_from_counts(self, counts: Tensor) -> Tensor:
+        ratio = counts[..., 0] / counts[..., 1].clamp(min=1e-12)
+        if self.bound == "eq":
+            return (ratio - self.target).abs()
+        if self.bound == "ge":
+            return _hinge(self.target - ratio)
+        return _hinge(ratio - self.target)
+
+
+class _LabelRatio(_Ratio):
+    """Shared: numerator = number of tokens with one of ``label``; the denominator per example
+    is :meth:`_denominator` (constant in the labels)."""
+
+    def __init__(self, label: Union[LabelSpec, Sequence[LabelSpec]], target: float, bound, hard, weight, name, **check) -> None:
+        super().__init__(target, bound, hard, weight, name, **check)
+        self._set_labels(label, "label")
+
+    def _denominator(self, lengths: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def _counts(self, labels, lengths, tokens):
+        hits = self._label_hits(labels, lengths).sum(1)
+        return torch.stack([hits, self._denominator(lengths).to(hits.dtype)], dim=1)
+
+    def _count_node_weights(self, tokens, lengths, n, c):
+        den = self._denominator(lengths).double()
+        offset = torch.stack([torch.zeros_like(den), den], 1)
+        return self._label_node_weights(lengths, n, c, rows=2), offset
+
+
+class LabelProportion(_LabelRatio):
+    """A fraction ``target`` of the tokens carry ``label`` (seed 003: 30% of tokens AUTHOR).
+
+    counts: (B, 2) = (#tokens with the label, #tokens), both linear in parts.
+
+    Args:
+        label: a label name (or list: any of them).
+        target: the proportion, in [0, 1].
+        bound: ``"eq"`` (L1 to target), ``"ge"`` (at least), ``"le"`` (at most).
+
+    Raises:
+        ValueError: ``target`` outside [0, 1].
+    """
+
+    def __init__(
+        self,
+        label: Union[LabelSpec, Sequence[LabelSpec]],
+        target: float,
+        bound: Literal["eq", "ge", "le"] = "eq",
+        hard: bool = False,
+        weight: float = 1.0,
+        name: Optional[str] = None,
+    ) -> None:
+        super().__init__(label, target, bound, hard, weight, name, what="a proportion in [0, 1]")
+
+    def _denominator(self, lengths: Tensor) -> Tensor:
+        return lengths
+
+
+class ExpectedCount(_LabelRatio):
+    """Each example has on average ``target`` tokens with ``label`` (seed 000 eq. 5 style
+    expectation over the corpus).
+
+    counts: (B, 2) = (#tokens with the label, 1), linear in parts.
+
+    Raises:
+        ValueError: ``target < 0``.
+    """
+
+    def __init__(
+        self,
+        label: Union[LabelSpec, Sequence[LabelSpec]],
+        target: float,
+        bound: Literal["eq", "ge", "le"] = "eq",
+        hard: bool = False,
+        weight: float = 1.0,
+        name: Optional[str] = None,
+    ) -> None:
+        super().__init__(
+            label, target, bound, hard, weight, name, what="an expected count >= 0", max_target=float("inf")
+        )
+
+    def _denominator(self, lengths: Tensor) -> Tensor:
+        return torch.ones_like(lengths)
+
+
+class TransitionFraction(_Ratio):
+    """The fraction of label changes on non-punctuation boundaries is ``target`` (seed 003
+    4.1.1 corpus constraint (2): 0.01).
+
+    counts: (B, 2) = (#changes at non-allowed boundaries, #changes), both linear in parts.
+    Boundaries as in :class:`PunctuationTransitions`.
+
+    Raises:
+        ValueError: ``target`` outside [0, 1].
+    """
+
+    needs_tokens = True
+
+    def __init__(
+        self,
+        target: float = 0.01,
+        bound: Literal["eq", "ge", "le"] = "eq",
+        punctuation: Optional[Sequence[str]] = None,
+        side: Literal["either", "before", "after"] = "either",
+        hard: bool = False,
+        weight: float = 1.0,
+        name: Optional[str] = None,
+    ) -> None:
+        super().__init__(target, bound, hard, weight, name)
+        self._boundaries = PunctuationTransitions(punctuation=punctuation, side=side)
+
+    def _counts(self, labels, lengths, tokens):
+        change = transitions_mask(labels, lengths)
+        bad = change & ~self._boundaries.allowed_boundaries(tokens, lengths, labels.shape[1])
+        return torch.stack([bad.sum(1), change.sum(1)], dim=1)
+
+    def _count_weights(self, tokens, lengths, n, c):
+        b = lengths.shape[0]
+        bad = self._boundaries._change_weights(tokens, lengths, n, c)  # (B, N, C, C)
+        off_diag = 1.0 - torch.eye(c, dtype=torch.float64, device=lengths.device)
+        every = off_diag.expand(b, n, c, c).clone()
+        if n:
+            every[:, 0] = 0.0
+            bad = bad.clone()
+            bad[:, 0] = 0.0
+        return torch.stack([bad, every], 1), torch.zeros(b, 2, dtype=torch.float64, device=lengths.device)
