@@ -4,6 +4,7 @@ from structssl.structures.base import Structure
 from structssl.structures.cky import CKY, CKYPotentials, GrammarCKY
 from structssl.structures.linear_chain import LinearChain, bio_allowed_transitions
 from structssl.structures.multiclass import MultiClass
+from structssl.structures.semi_markov import SegmentTags, SemiMarkov
 from structssl.structures.multilabel import (
     DualDecompositionResult,
     MultiLabelPotentials,
@@ -21,6 +22,8 @@ __all__ = [
     "MultiClass",
     "LinearChain",
     "bio_allowed_transitions",
+    "SemiMarkov",
+    "SegmentTags",
     "CKY",
     "CKYPotentials",
     "GrammarCKY",
