@@ -54,7 +54,7 @@ from common import RESULTS, header, record  # noqa: E402
 from structssl.baselines import ChainFeatureMap, Clock, CoPerceptron, CoSVM, CuttingPlaneSSVM  # noqa: E402
 from structssl.baselines.perceptron import StructuredPerceptron  # noqa: E402
 from structssl.data.batch import pad_features  # noqa: E402
-from structssl.data.conll import CONLL2002_LABELS  # noqa: E402
+from structssl.data.formats.conll import CONLL2002_LABELS  # noqa: E402
 from structssl.losses import NablaCoSVMLoss  # noqa: E402
 from structssl.metrics import SpanF1, TokenAccuracy  # noqa: E402
 
@@ -71,7 +71,7 @@ class Draw:
 
     def __init__(self, num_labeled: int, max_unlabeled: int, num_test: int, seed: int, window: int,
                  view_scheme: str = "token_surface") -> None:
-        from structssl.data.datamodule import CoNLLDataModule
+        from structssl.data import CoNLLDataModule
 
         # three times the unlabeled sentences are drawn, and those of 10..40 tokens kept (the
         # thesis's sentence lengths); the feature vocabulary is fitted on labeled + unlabeled

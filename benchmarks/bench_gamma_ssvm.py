@@ -208,7 +208,7 @@ def citation_module(dm: Any, n: int, m: int, extra: bool, C1: float, C2: float, 
 
 
 def run_citations(args: argparse.Namespace, res: Results) -> None:
-    from structssl.data.citations_module import CitationsDataModule
+    from structssl.data import CitationsDataModule
 
     for N in args.sizes:
         subsets = [0] if N > 25 else list(range(args.subsets))
@@ -289,7 +289,7 @@ def run_citations(args: argparse.Namespace, res: Results) -> None:
 
 # ---------------------------------------------------------------------- OCR
 def run_ocr(args: argparse.Namespace, res: Results) -> None:
-    from structssl.data.ocr_module import OcrDataModule
+    from structssl.data import OcrDataModule
 
     accs: dict[str, list[float]] = {"delta-ssvm": [], "gamma-ssvm": []}
     for fold in range(args.folds):

@@ -184,7 +184,7 @@ def citations_constraints(args: argparse.Namespace) -> ConstraintSet:
 
 
 def run_citations(n_labeled: int, partition: int, args: argparse.Namespace) -> dict[str, Any]:
-    from structssl.data.citations_module import CitationsDataModule
+    from structssl.data import CitationsDataModule
 
     pl.seed_everything(partition, verbose=False)
     dm = CitationsDataModule(
@@ -273,7 +273,7 @@ def _time_records(task: str, runs: list[dict[str, Any]], extra: dict[str, Any]) 
 
 # ---------------------------------------------------------------------------------- parsing
 def run_parsing(permutation: int, args: argparse.Namespace) -> dict[str, Any]:
-    from structssl.data.treebank_module import GrammarScorer, TreebankDataModule
+    from structssl.data import GrammarScorer, TreebankDataModule
     from structssl.structures import GrammarCKY
 
     pl.seed_everything(permutation, verbose=False)

@@ -56,7 +56,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, header, record  # noqa: E402
 
-from structssl.data.multilabel_module import load_pooled, mulan_split  # noqa: E402
+from structssl.data import load_pooled, mulan_split  # noqa: E402
 from structssl.inference.dual_decomposition import CorpusDualDecomposition  # noqa: E402
 from structssl.metrics import MicroF1  # noqa: E402
 from structssl.scorers.multilabel import MultiLabelScorer  # noqa: E402

@@ -35,7 +35,7 @@ import pytorch_lightning as pl  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.common import header, record, write_results  # noqa: E402
-from structssl.data.datamodule import CoNLLDataModule  # noqa: E402
+from structssl.data import CoNLLDataModule  # noqa: E402
 from structssl.losses import NablaCoSVMLoss, NablaSVMLoss, NablaTSVMLoss  # noqa: E402
 from structssl.scorers import LinearChainScorer, TwoViewScorer  # noqa: E402
 from structssl.structures import LinearChain  # noqa: E402

@@ -214,7 +214,7 @@ GALAXY_METHODS = (("nabla-SVM", 0.0), ("nabla-TSVM", 1.0), ("nabla-TSVM(Cu=0.1)"
 
 def run_galaxy(quick: bool, records: list[dict[str, Any]], plots: dict[str, Any]) -> None:
     from structssl.data.synthetic import hmm_sequences
-    from structssl.data.datamodule import split_pool
+    from structssl.data import split_pool
     from structssl.scorers import LinearChainScorer
 
     sizes = [2, 5, 10] if quick else GALAXY_SIZES
@@ -268,7 +268,7 @@ class CoNLLPool:
     """esp.train sentences of 10..40 tokens with features (one or two views), esp.testb."""
 
     def __init__(self, window: int, two_view: bool, max_test: Optional[int]) -> None:
-        from structssl.data.datamodule import CoNLLDataModule
+        from structssl.data import CoNLLDataModule
 
         # every training sentence labeled: the feature vocabulary sees the whole file's tokens
         # (labels are never used by the extractor); the draws below pick labeled / unlabeled
@@ -408,7 +408,7 @@ SUPERVISED_ITERS = 25  # scaled: L-BFGS capped at 25 iterations (not converged)
 def run_conll_supervised(quick: bool, records: list[dict[str, Any]]) -> None:
     """Full supervised training on esp.train: nabla-SVM and our CRF vs sklearn-crfsuite."""
     from structssl.data import FeatureExtractor, load_conll2002
-    from structssl.data.conll import CONLL2002_LABELS
+    from structssl.data.formats.conll import CONLL2002_LABELS
     from structssl.losses import CRFNLLLoss
     from structssl.metrics import SpanF1
     from structssl.scorers import LinearChainScorer
@@ -494,7 +494,7 @@ COIL_METHODS = {"nabla-SVM": 0.0, "nabla-TSVM": 1.0, "nabla-TSVM(Cu=0.1)": 0.1} 
 
 
 def run_coil(quick: bool, records: list[dict[str, Any]]) -> None:
-    from structssl.data.coil_module import CoilDataModule
+    from structssl.data import CoilDataModule
     from structssl.scorers import MultiClassScorer
 
     splits = 2 if quick else COIL_SPLITS

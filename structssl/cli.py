@@ -15,7 +15,7 @@ Usage::
 
 ``--model`` is any :class:`~pytorch_lightning.LightningModule` (the procedures of
 :mod:`structssl.training`) and ``--data`` any ``LightningDataModule`` (those of
-:mod:`structssl.data.datamodule`), both given as ``class_path`` / ``init_args``; so are the
+:mod:`structssl.data.modules`), both given as ``class_path`` / ``init_args``; so are the
 structure, the scorer and the losses inside the model's ``init_args``.
 
 Additions to the stock ``LightningCLI``:
@@ -159,8 +159,7 @@ def _cli_class() -> Any:
 
     # the procedures and data modules, so that short class names work (--data.help
     # CoNLLDataModule, class_path: SupervisedModule)
-    import structssl.data.datamodule  # noqa: F401
-    import structssl.data.multilabel_module  # noqa: F401
+    import structssl.data.modules  # noqa: F401
     import structssl.training  # noqa: F401
 
     for name in ("pytorch_lightning.utilities.rank_zero", "lightning.pytorch.utilities.rank_zero"):

@@ -19,7 +19,7 @@ input file carries tags in the training layout they are ignored for tagging, and
 token accuracy against them is reported.
 
 Only sequence-tagging models predict this way (those trained on
-:class:`~structssl.data.datamodule.CoNLLDataModule`); other checkpoints get a clear error.
+:class:`~structssl.data.CoNLLDataModule`); other checkpoints get a clear error.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ import torch
 
 from oracle import check_structure
 from structssl.constraints import AllowedFirst, MustAppear, WordLabels, runs_per_label
-from structssl.data.arff import read_arff
-from structssl.data.citations import read_citations
-from structssl.data.ocr import read_ocr
-from structssl.data.treebank import parse_trees
+from structssl.data.formats.arff import read_arff
+from structssl.data.formats.citations import read_citations
+from structssl.data.formats.ocr import read_ocr
+from structssl.data.formats.treebank import parse_trees
 from structssl.losses import CRFNLLLoss, StructuredHingeLoss
 from structssl.regression import cli as regression_cli
 from structssl.regression.corlsr import scaled_rmse

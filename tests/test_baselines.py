@@ -333,7 +333,7 @@ def test_config_runner_trains_on_a_data_module() -> None:
     # the runner behind `structssl baselines --config`: both QP formulations reach the same
     # optimum of the same objective on a data module's labeled split
     from structssl.baselines.__main__ import run
-    from structssl.data.datamodule import SyntheticHMMDataModule
+    from structssl.data import SyntheticHMMDataModule
     from structssl.scorers import LinearChainScorer
     from structssl.structures import LinearChain
 

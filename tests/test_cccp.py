@@ -248,7 +248,7 @@ def test_cli_fit_on_citation_fixture(citation_dir: Path, tmp_path: Path, _isolat
 def test_labeling_formulation_parameter_mode_trains(tmp_path: Path):
     import pytorch_lightning as pl
 
-    from structssl.data.datamodule import SyntheticHMMDataModule
+    from structssl.data import SyntheticHMMDataModule
     from structssl.scorers import LinearChainScorer
 
     class Indexed(SyntheticHMMDataModule):

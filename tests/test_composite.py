@@ -11,7 +11,7 @@ import torch
 
 pl = pytest.importorskip("pytorch_lightning")
 
-from structssl.data.multilabel_module import MulanDataModule, load_pooled, mulan_split  # noqa: E402
+from structssl.data import MulanDataModule, load_pooled, mulan_split  # noqa: E402
 from structssl.inference.dual_decomposition import CorpusDualDecomposition  # noqa: E402
 from structssl.losses.likelihood import CompositeLikelihoodLoss, CRFNLLLoss  # noqa: E402
 from structssl.scorers.multilabel import MultiLabelScorer  # noqa: E402

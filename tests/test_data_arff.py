@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from structssl.data.arff import load_mulan, read_arff, read_mulan_labels
+from structssl.data.formats.arff import load_mulan, read_arff, read_mulan_labels
 
 XML = """<?xml version="1.0" encoding="utf-8"?>
 <labels xmlns="http://mulan.sourceforge.net/labels">

@@ -17,7 +17,7 @@ from structssl.data.synthetic import (
     hmm_sequences,
     pcfg_treebank,
 )
-from structssl.data.treebank import spans_to_tree
+from structssl.data.formats.treebank import spans_to_tree
 
 
 def test_pad_sequences_and_features() -> None:

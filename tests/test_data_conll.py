@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from structssl.data.citations import CITATION_LABELS, load_citations, read_citations
-from structssl.data.conll import CONLL2002_LABELS, load_conll2002, read_conll
+from structssl.data.formats.citations import CITATION_LABELS, load_citations, read_citations
+from structssl.data.formats.conll import CONLL2002_LABELS, load_conll2002, read_conll
 from structssl.data.records import Sequence, Vocabulary
 
 CONLL = """\

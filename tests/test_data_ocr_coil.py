@@ -12,8 +12,8 @@ import scipy.io
 import torch
 
 from structssl.data.batch import collate_sequences
-from structssl.data.coil import load_coil, read_coil
-from structssl.data.ocr import load_ocr, ocr_fold_split, read_ocr
+from structssl.data.formats.coil import load_coil, read_coil
+from structssl.data.formats.ocr import load_ocr, ocr_fold_split, read_ocr
 
 
 def _letter_line(i: int, letter: str, nxt: int, word: int, pos: int, fold: int, seed: int) -> str:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from structssl.data.batch import collate_trees
 from structssl.data.records import Vocabulary
-from structssl.data.treebank import (
+from structssl.data.formats.treebank import (
     Tree,
     encode_trees,
     from_cnf,

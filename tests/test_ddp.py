@@ -25,7 +25,7 @@ pytest.importorskip("pytorch_lightning")
 
 import pytorch_lightning as pl  # noqa: E402
 
-from structssl.data.datamodule import SemiSupervisedDataModule, SyntheticHMMDataModule  # noqa: E402
+from structssl.data import SemiSupervisedDataModule, SyntheticHMMDataModule  # noqa: E402
 
 TIMEOUT_S = 420
 HERE = Path(__file__).resolve()
@@ -229,7 +229,7 @@ def test_balance_penalty_refuses_world_size_above_one(monkeypatch: pytest.Monkey
 
 
 def test_shard_sampler_partitions_without_repeats() -> None:
-    from structssl.data.datamodule import ShardSampler
+    from structssl.data import ShardSampler
 
     for shuffle in (False, True):
         shards = [list(ShardSampler(11, 3, r, shuffle, seed=5, pad=False)) for r in range(3)]

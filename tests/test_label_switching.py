@@ -17,8 +17,7 @@ from structssl.constraints import (
     TransitionFraction,
     WordLabels,
 )
-from structssl.data.datamodule import SemiSupervisedDataModule
-from structssl.data.treebank_module import GrammarScorer
+from structssl.data import GrammarScorer, SemiSupervisedDataModule
 from structssl.inference.label_switching import (
     SymbolProportion,
     _ChainEvaluator,

@@ -16,7 +16,7 @@ import torch
 pytest.importorskip("pytorch_lightning")
 
 from structssl.cli import main as _main  # noqa: E402
-from structssl.data.datamodule import CoNLLDataModule  # noqa: E402
+from structssl.data import CoNLLDataModule  # noqa: E402
 from structssl.data.tag_schemes import detect_scheme, from_bio, to_bio  # noqa: E402
 from structssl.predict import Tagger, load_model  # noqa: E402
 
@@ -216,7 +216,7 @@ def test_full_batch_that_cannot_be_padded_is_refused(tmp_path: Path) -> None:
 
 def test_chunked_full_batch_equals_one_batch(tmp_path: Path) -> None:
     """SupervisedModule's chunk-by-chunk objective and gradient equal the padded batch's."""
-    from structssl.data.datamodule import length_chunks
+    from structssl.data import length_chunks
     from structssl.losses import CRFNLLLoss
     from structssl.scorers import LinearChainScorer
     from structssl.structures import LinearChain
@@ -372,7 +372,7 @@ def test_label_switching_runs_on_tagging_data(corpus: dict[str, Any], tmp_path: 
         "    supervised_epochs: 1\n"
         "    lbfgs_max_iter: 5\n"
         "data:\n"
-        "  class_path: structssl.data.datamodule.CoNLLDataModule\n"
+        "  class_path: structssl.data.CoNLLDataModule\n"
         "  init_args: {dev_file: null, test_file: null}\n"
     )
     main([

@@ -11,7 +11,7 @@ import torch
 
 pl = pytest.importorskip("pytorch_lightning")
 
-from structssl.data.datamodule import SyntheticHMMDataModule  # noqa: E402
+from structssl.data import SyntheticHMMDataModule  # noqa: E402
 from structssl.losses import NablaCoSVMLoss, NablaSVMLoss, NablaTSVMLoss  # noqa: E402
 from structssl.losses.nabla import LabelBalanceLoss, label_proportions  # noqa: E402
 from structssl.scorers import LinearChainScorer, TwoViewScorer  # noqa: E402

@@ -13,7 +13,7 @@ import torch
 
 pl = pytest.importorskip("pytorch_lightning")
 
-from structssl.data.datamodule import (  # noqa: E402
+from structssl.data import (  # noqa: E402
     CoNLLDataModule,
     SyntheticHMMDataModule,
     split_pool,
@@ -179,7 +179,7 @@ def test_data_package_imports_without_lightning() -> None:
         "for name in ('lightning', 'pytorch_lightning', 'torchmetrics', 'jsonargparse'):\n"
         "    sys.modules[name] = None\n"
         "import structssl.data\n"
-        "assert 'structssl.data.datamodule' not in sys.modules\n"
+        "assert 'structssl.data.modules' not in sys.modules\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

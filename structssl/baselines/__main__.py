@@ -31,7 +31,7 @@ from structssl.baselines.base import Baseline
 from structssl.baselines.cutting_plane import CuttingPlaneSSVM
 from structssl.baselines.feature_maps import ScorerFeatureMap
 from structssl.baselines.perceptron import StructuredPerceptron
-from structssl.data.datamodule import SemiSupervisedDataModule
+from structssl.data import SemiSupervisedDataModule
 from structssl.metrics import Task, task_metrics
 from structssl.structures.base import Structure
 

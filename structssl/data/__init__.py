@@ -1,41 +1,45 @@
-"""Data: readers for the benchmark formats, token features, batching, synthetic generators.
-
-Readers return plain Python / numpy / torch objects, decompress ``.gz`` transparently and
-raise ``ValueError`` naming the file and the 1-based line of malformed input. Loaders
-(``load_*``) find the files under a data directory: the ``data_dir`` argument, else
-``$STRUCTSSL_DATA``, else ``../shared/data`` (see :mod:`structssl.data.paths`).
+"""Data: readers of file formats, token features, batching, synthetic generators, and the
+Lightning data modules.
 
 =================================  ===========================================================
-module                             content
+module / package                   content
 =================================  ===========================================================
+:mod:`~structssl.data.formats`     readers, one per file format: CoNLL columns, Cora
+                                   citations, Mulan ARFF, bracketed treebanks, OCR letters,
+                                   SSL-book ``.mat`` (COIL)
+:mod:`~structssl.data.modules`     Lightning data modules (labeled / unlabeled / dev / test
+                                   splits and loaders), one per data set
 :mod:`~structssl.data.paths`       data directory resolution, ``open_text`` (``.gz``)
 :mod:`~structssl.data.records`     ``Vocabulary``, ``Sequence``, ``TaggedCorpus``
-:mod:`~structssl.data.conll`       CoNLL column files (CoNLL-2002)
-:mod:`~structssl.data.citations`   Cora citation segmentation files (token, label, features)
-:mod:`~structssl.data.arff`        Mulan ARFF (dense and sparse) + label XML
-:mod:`~structssl.data.treebank`    bracketed treebanks, CNF, trees as labelled spans
-:mod:`~structssl.data.ocr`         Taskar's OCR ``letter.data`` (words, folds)
-:mod:`~structssl.data.coil`        SSL-book ``.mat`` files (COIL) with the fixed splits
 :mod:`~structssl.data.features`    ``FeatureExtractor`` (sparse indices), ``ViewSplit``
+:mod:`~structssl.data.tagging`     ``TaggingFormat``: columns, tag scheme and features of a
+                                   tagger (:mod:`~structssl.data.tag_schemes`)
 :mod:`~structssl.data.batch`       padding and ``collate_fn``s (``lengths`` convention)
 :mod:`~structssl.data.synthetic`   HMM ("galaxy"), PCFG treebank, correlated multi-label
 =================================  ===========================================================
+
+Loaders (``load_*``) find the files under a data directory: the ``data_dir`` argument, else
+``$STRUCTSSL_DATA``, else ``../shared/data``. Every public name is importable from here:
+the readers at once, the data modules (``structssl.data.CoNLLDataModule``, the form configs use
+in ``class_path``) on first use, so that ``import structssl.data`` needs no Lightning.
 """
 
 from __future__ import annotations
 
-from structssl.data.arff import MultiLabelData, load_mulan, read_arff, read_mulan_labels
+from typing import TYPE_CHECKING, Any
+
+from structssl.data.formats.arff import MultiLabelData, load_mulan, read_arff, read_mulan_labels
 from structssl.data.batch import collate_sequences, collate_trees, pad_features, pad_sequences
-from structssl.data.citations import CITATION_LABELS, load_citations, read_citations
-from structssl.data.coil import SslSplits, load_coil, read_coil
-from structssl.data.conll import CONLL2002_LABELS, load_conll2002, read_conll
+from structssl.data.formats.citations import CITATION_LABELS, load_citations, read_citations
+from structssl.data.formats.coil import SslSplits, load_coil, read_coil
+from structssl.data.formats.conll import CONLL2002_LABELS, load_conll2002, read_conll
 from structssl.data.features import (
     TOKEN_VIEW_TEMPLATES,
     FeatureBatch,
     FeatureExtractor,
     ViewSplit,
 )
-from structssl.data.ocr import OCR_LETTERS, OcrWords, load_ocr, ocr_fold_split, read_ocr
+from structssl.data.formats.ocr import OCR_LETTERS, OcrWords, load_ocr, ocr_fold_split, read_ocr
 from structssl.data.paths import ENV_VAR, data_file, open_text, resolve_data_dir
 from structssl.data.records import Sequence, TaggedCorpus, Vocabulary
 from structssl.data.synthetic import (
@@ -46,7 +50,7 @@ from structssl.data.synthetic import (
     hmm_sequences,
     pcfg_treebank,
 )
-from structssl.data.treebank import (
+from structssl.data.formats.treebank import (
     Tree,
     encode_trees,
     from_cnf,
@@ -58,7 +62,66 @@ from structssl.data.treebank import (
     tree_spans,
 )
 
+if TYPE_CHECKING:  # the names below, as type checkers and IDEs see them
+    from structssl.data.modules import (  # noqa: F401
+        COIL_NUM_CLASSES,
+        DEFAULT_LABELED_FRACTION,
+        CitationsDataModule,
+        CoilDataModule,
+        CoNLLDataModule,
+        GrammarScorer,
+        LengthBucketSampler,
+        MulanDataModule,
+        MulanSplit,
+        OcrDataModule,
+        SemiSupervisedDataModule,
+        ShardSampler,
+        SyntheticHMMDataModule,
+        TreebankDataModule,
+        length_chunks,
+        load_pooled,
+        mulan_split,
+        split_pool,
+    )
+
+#: the data modules (Lightning), imported on first use by :func:`__getattr__`
+_DATA_MODULES = (
+    "SemiSupervisedDataModule",
+    "ShardSampler",
+    "split_pool",
+    "DEFAULT_LABELED_FRACTION",
+    "SyntheticHMMDataModule",
+    "CoNLLDataModule",
+    "length_chunks",
+    "LengthBucketSampler",
+    "CitationsDataModule",
+    "OcrDataModule",
+    "TreebankDataModule",
+    "GrammarScorer",
+    "MulanDataModule",
+    "MulanSplit",
+    "mulan_split",
+    "load_pooled",
+    "CoilDataModule",
+    "COIL_NUM_CLASSES",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DATA_MODULES:
+        from structssl.data import modules
+
+        return getattr(modules, name)
+    raise AttributeError(f"module 'structssl.data' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_DATA_MODULES))
+
+
 __all__ = [
+    # data modules (Lightning, loaded on first use)
+    *_DATA_MODULES,
     # paths
     "ENV_VAR",
     "resolve_data_dir",

@@ -149,7 +149,7 @@ def collate_trees(examples: Seq[Mapping[str, Any]]) -> dict[str, Any]:
 
     Args:
         examples: dicts with ``spans`` (rows ``(start, end_inclusive, symbol)`` in pre-order,
-            as made by :func:`~structssl.data.treebank.encode_trees`), optionally per-word
+            as made by :func:`~structssl.data.formats.treebank.encode_trees`), optionally per-word
             tensors under :data:`SEQUENCE_KEYS` (e.g. ``features``, ``inputs``), other values
             (``tokens``) gathered into lists.
 

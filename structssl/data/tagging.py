@@ -4,7 +4,7 @@
 checkpoint needs to tag new text: how the files are laid out (token, tag and feature columns,
 separator, encoding), the tag scheme and the tag set learned from the training file, and the
 fitted :class:`~structssl.data.features.FeatureExtractor` (with the two-view split for
-co-training). :class:`~structssl.data.datamodule.CoNLLDataModule` builds one from the training
+co-training). :class:`~structssl.data.CoNLLDataModule` builds one from the training
 file; :mod:`structssl.predict` restores it from a checkpoint (:meth:`TaggingFormat.state_dict`).
 
 Files: one token per line, columns separated by whitespace (or ``separator``), a blank line
@@ -28,7 +28,7 @@ from typing import Sequence as Seq
 
 from torch import Tensor
 
-from structssl.data.conll import read_columns
+from structssl.data.formats.conll import read_columns
 from structssl.data.features import FeatureExtractor, ViewSplit
 from structssl.data.paths import PathLike
 from structssl.data.records import Sequence, Vocabulary

@@ -3,7 +3,7 @@
 structssl scales out on Lightning's own distributed engine (``--trainer.devices=N
 --trainer.strategy=ddp``; gloo on CPU, NCCL on GPUs, several nodes through Lightning's
 launchers). Each process (rank) trains on its shard of the labeled and unlabeled examples
-(:class:`~structssl.data.datamodule.SemiSupervisedDataModule` shards without repeating an
+(:class:`~structssl.data.SemiSupervisedDataModule` shards without repeating an
 example when a split is one full batch), and the procedures reduce across ranks what must be
 computed over the whole corpus, so that N processes compute what one process computes:
 

@@ -34,7 +34,7 @@ three run under manual optimisation (``automatic_optimization = False``) with a 
 recomputes the objective, so L-BFGS can re-evaluate it during its line search; the
 non-convex terms (pseudo-labels, violators) are re-decoded at every evaluation.
 
-Batches: see :mod:`structssl.data.datamodule`. The training step takes
+Batches: see :mod:`structssl.data.modules.base`. The training step takes
 ``{"labeled": L, "unlabeled": U}`` (``U`` optional; a bare ``L`` is accepted too); validation,
 test and predict take ``L``. ``L`` / ``U`` hold ``inputs`` (and ``inputs_b`` for two views),
 ``lengths`` (sequence and tree tasks) and, for ``L``, ``labels``. The scorer is called as

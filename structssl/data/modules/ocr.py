@@ -1,6 +1,6 @@
 """Taskar's OCR words as a Lightning data module (seed 000 section 5.2: 10-fold protocol).
 
-Fold ``fold`` of :func:`~structssl.data.ocr.ocr_fold_split`: with ``protocol="train_on_fold"``
+Fold ``fold`` of :func:`~structssl.data.formats.ocr.ocr_fold_split`: with ``protocol="train_on_fold"``
 (Taskar et al. 2004) the model trains on the words of one fold (about 690) and is tested on
 the other nine; ``"test_on_fold"`` is the reverse. ``num_dev`` words of the test part (the
 first ones, in file order) form the dev split and are removed from the test split. There is
@@ -17,7 +17,7 @@ from typing import Literal, Optional
 import numpy as np
 import torch
 
-from structssl.data.datamodule import Example, SemiSupervisedDataModule, _check_count
+from structssl.data.modules.base import Example, SemiSupervisedDataModule, _check_count
 
 __all__ = ["OcrDataModule"]
 
@@ -35,7 +35,7 @@ class OcrDataModule(SemiSupervisedDataModule):
         num_labeled: accepted for a uniform interface: keep only the first ``num_labeled``
             training words (same as ``num_train``; the smaller wins).
         batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`~structssl.data.datamodule.SemiSupervisedDataModule`.
+            :class:`~structssl.data.SemiSupervisedDataModule`.
     """
 
     def __init__(
@@ -54,7 +54,7 @@ class OcrDataModule(SemiSupervisedDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
-        from structssl.data.ocr import OCR_LETTERS
+        from structssl.data.formats.ocr import OCR_LETTERS
 
         if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold <= 9:
             raise ValueError(f"fold must be an int in [0, 9]; got {fold!r}")
@@ -72,7 +72,7 @@ class OcrDataModule(SemiSupervisedDataModule):
         self.max_length = 0
 
     def build(self) -> dict[str, list[Example]]:
-        from structssl.data.ocr import load_ocr, ocr_fold_split
+        from structssl.data.formats.ocr import load_ocr, ocr_fold_split
 
         words = load_ocr(self.data_dir)
         train, held_out = ocr_fold_split(words.folds, self.fold, self.protocol)

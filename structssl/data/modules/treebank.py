@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from structssl.data.batch import collate_trees, pad_sequences
-from structssl.data.datamodule import Example, SemiSupervisedDataModule
+from structssl.data.modules.base import Example, SemiSupervisedDataModule
 from structssl.scorers.cky import CKYScorer
 from structssl.semirings import LOG_ZERO
 from structssl.structures.cky import CKYPotentials
@@ -52,7 +52,7 @@ class TreebankDataModule(SemiSupervisedDataModule):
         selection_seed: seed of the draw of the sentences.
         permutation: seed of the permutation into labeled / unlabeled / test (0..4).
         batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`~structssl.data.datamodule.SemiSupervisedDataModule`.
+            :class:`~structssl.data.SemiSupervisedDataModule`.
     """
 
     def __init__(
@@ -103,7 +103,7 @@ class TreebankDataModule(SemiSupervisedDataModule):
         return out
 
     def build(self) -> dict[str, list[Example]]:
-        from structssl.data.treebank import encode_trees, load_ptb_sample, normalize_tree, to_cnf
+        from structssl.data.formats.treebank import encode_trees, load_ptb_sample, normalize_tree, to_cnf
 
         trees = []
         for tree in load_ptb_sample(self.data_dir):

@@ -22,11 +22,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from structssl.data.arff import MULAN_DATASETS, MultiLabelData, load_mulan
-from structssl.data.datamodule import SemiSupervisedDataModule, split_pool
+from structssl.data.formats.arff import MULAN_DATASETS, MultiLabelData, load_mulan
+from structssl.data.modules.base import SemiSupervisedDataModule, split_pool
 from structssl.data.paths import PathLike
 
-__all__ = ["MulanSplit", "MulanDataModule", "mulan_split"]
+__all__ = ["MulanSplit", "MulanDataModule", "mulan_split", "load_pooled"]
 
 
 class MulanSplit(NamedTuple):
@@ -63,7 +63,7 @@ def mulan_split(
     """Seed 004's split of a pooled data set (see the module docstring).
 
     Args:
-        data: the pooled :class:`~structssl.data.arff.MultiLabelData`.
+        data: the pooled :class:`~structssl.data.formats.arff.MultiLabelData`.
         labeled_fraction: degree of labeling d in (0, 1) (0.01 for d = 1 %).
         split_seed: the split's seed (the train/test permutation and the labeled subset).
         train_fraction: training share of the pool, in (0, 1).
@@ -125,7 +125,7 @@ class MulanDataModule(SemiSupervisedDataModule):
             for quick runs).
         max_test: keep only the first ``max_test`` test examples (``None``: all).
         batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`~structssl.data.datamodule.SemiSupervisedDataModule`.
+            :class:`~structssl.data.SemiSupervisedDataModule`.
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """Lightning data module for the SSL-book COIL benchmark (multi-class as a structure).
 
-Import it as ``structssl.data.coil_module`` (it imports Lightning). :class:`CoilDataModule`
-serves one of the book's 12 fixed splits (:func:`~structssl.data.coil.load_coil`) for 10 or
+Import it as ``structssl.data.CoilDataModule`` (it imports Lightning). :class:`CoilDataModule`
+serves one of the book's 12 fixed splits (:func:`~structssl.data.formats.coil.load_coil`) for 10 or
 100 labeled points: the labeled points of the split are the labeled training set, its other
 1500 - L points are the unlabeled training set **and** the evaluation set (the book's
 transductive protocol, which the thesis's COIL numbers follow: the error is measured on the
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from structssl.data.datamodule import SemiSupervisedDataModule, _check_count
+from structssl.data.modules.base import SemiSupervisedDataModule, _check_count
 
 __all__ = ["CoilDataModule", "COIL_NUM_CLASSES"]
 
@@ -42,7 +42,7 @@ class CoilDataModule(SemiSupervisedDataModule):
             points (no labels are used).
         data_dir: the data directory (default: ``$STRUCTSSL_DATA``, else ``../shared/data``).
         batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`~structssl.data.datamodule.SemiSupervisedDataModule`.
+            :class:`~structssl.data.SemiSupervisedDataModule`.
 
     Raises:
         ValueError: ``num_labeled`` not 10 or 100, ``split`` outside 0 .. 11, or a negative
@@ -83,7 +83,7 @@ class CoilDataModule(SemiSupervisedDataModule):
         return {k: torch.stack([ex[k] for ex in examples]) for k in examples[0]}
 
     def build(self) -> dict[str, list[Example]]:
-        from structssl.data.coil import load_coil
+        from structssl.data.formats.coil import load_coil
 
         data = load_coil(self.num_labeled, self.data_dir)  # type: ignore[arg-type]
         if self.split >= data.num_splits:

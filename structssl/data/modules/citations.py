@@ -1,6 +1,6 @@
 """Citation segmentation (Cora references, CoDL splits) as a Lightning data module.
 
-Two protocols over ``<data_dir>/citations_cora/`` (read by :mod:`structssl.data.citations`):
+Two protocols over ``<data_dir>/citations_cora/`` (read by :mod:`structssl.data.formats.citations`):
 
 ``"codl_transductive"`` (seed 000 section 5.1, Chang et al. 2007)
     labeled: the first ``num_labeled`` citations of the CoDL subset ``citation_train.25.<subset>``
@@ -30,7 +30,7 @@ from typing import Any, Literal, Optional
 
 import torch
 
-from structssl.data.datamodule import Example, SemiSupervisedDataModule, _check_count
+from structssl.data.modules.base import Example, SemiSupervisedDataModule, _check_count
 
 __all__ = ["CitationsDataModule"]
 
@@ -50,7 +50,7 @@ class CitationsDataModule(SemiSupervisedDataModule):
         features: ``"hmm"`` (lower-cased token) or ``"rich"`` (default extractor templates).
         min_count: feature count threshold.
         batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`~structssl.data.datamodule.SemiSupervisedDataModule`.
+            :class:`~structssl.data.SemiSupervisedDataModule`.
 
     Raises:
         ValueError: an unknown protocol / features value, a bad count or subset.
@@ -75,7 +75,7 @@ class CitationsDataModule(SemiSupervisedDataModule):
         num_workers: int = 0,
     ) -> None:
         super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
-        from structssl.data.citations import CITATION_LABELS
+        from structssl.data.formats.citations import CITATION_LABELS
 
         if protocol not in ("codl_transductive", "inductive"):
             raise ValueError(f"protocol must be 'codl_transductive' or 'inductive'; got {protocol!r}")
@@ -102,7 +102,7 @@ class CitationsDataModule(SemiSupervisedDataModule):
         self.max_length = 0
 
     def build(self) -> dict[str, list[Example]]:
-        from structssl.data.citations import load_citations
+        from structssl.data.formats.citations import load_citations
         from structssl.data.features import FeatureExtractor
 
         load = lambda split: load_citations(split, self.data_dir).sequences  # noqa: E731

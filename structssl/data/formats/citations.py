@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Optional, Union
 from typing import Sequence as Seq
 
-from structssl.data.conll import read_columns
+from structssl.data.formats.conll import read_columns
 from structssl.data.paths import PathLike, data_file
 from structssl.data.records import Sequence, TaggedCorpus, Vocabulary
 

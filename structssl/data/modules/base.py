@@ -1,0 +1,363 @@
+"""The base of the Lightning data modules: labeled / unlabeled / dev / test splits for
+semi-supervised training, and their loaders.
+
+The data modules are importable as ``structssl.data.CoNLLDataModule`` etc. (the
+:mod:`structssl.data` package imports them, and Lightning, only on first use). Every data module
+
+* splits a training pool into a **labeled** part and an **unlabeled** part, either by count
+  (``num_labeled``) or by degree of labeling (``labeled_fraction``, the fraction of the pool
+  that keeps its labels), with a seeded permutation (``seed``), so the same arguments always
+  give the same split;
+* hands the training step the labeled and the unlabeled batches *together* (one
+  :class:`~pytorch_lightning.utilities.CombinedLoader` in ``"max_size_cycle"`` mode: an epoch
+  is as long as the longer of the two loaders, the shorter one cycles);
+* exposes ``num_labeled_examples``, ``num_unlabeled_examples`` and ``num_labels`` after
+  :meth:`setup`, which the training procedures read to scale their objective.
+
+Batch format (dicts of tensors, the :func:`~structssl.data.batch.collate_sequences` layout):
+
+=====================  =======================================================================
+where                  batch
+=====================  =======================================================================
+training step          ``{"labeled": L, "unlabeled": U}`` (``"unlabeled"`` only when the pool
+                       has unlabeled examples and the procedure uses them: a procedure whose
+                       class attribute ``uses_unlabeled`` is ``False`` gets labeled batches
+                       only, still under ``"labeled"``)
+validation / test      ``L`` (dev / test examples, with labels)
+predict                ``L`` of the test set (labels included; ignored by ``predict_step``)
+=====================  =======================================================================
+
+``L`` holds ``inputs`` (B, N, D) float (synthetic HMM) or (B, N, F) long feature indices
+(CoNLL), ``labels`` (B, N) long and ``lengths`` (B,) long; with two views also ``inputs_b``
+(the second view's inputs, same leading dims). ``U`` is the same without ``labels`` (the
+unlabeled examples' labels are never handed to the training step).
+
+``batch_size=None`` (the default) puts a whole split in one batch: the full-batch L-BFGS fast
+path of the linear scorers on small data. Give ``batch_size`` (labeled) and
+``unlabeled_batch_size`` for mini-batch training.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.utilities import CombinedLoader
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from structssl.data.batch import SEQUENCE_KEYS, collate_sequences
+
+__all__ = [
+    "SemiSupervisedDataModule",
+    "ShardSampler",
+    "split_pool",
+    "DEFAULT_LABELED_FRACTION",
+]
+
+Example = dict[str, Tensor]
+
+#: degree of labeling when neither ``num_labeled`` nor ``labeled_fraction`` is given
+DEFAULT_LABELED_FRACTION = 0.1
+
+#: per-position keys padded by the collate function (the second view's inputs included)
+_SEQUENCE_KEYS = (*SEQUENCE_KEYS, "inputs_b")
+
+
+def _check_count(value: Optional[int], name: str, minimum: int = 0) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum} or None; got {value!r}")
+    return value
+
+
+def split_pool(
+    pool_size: int,
+    num_labeled: Optional[int] = None,
+    labeled_fraction: Optional[float] = None,
+    num_unlabeled: Optional[int] = None,
+    seed: int = 0,
+) -> tuple[Tensor, Tensor]:
+    """Seeded split of a training pool into labeled and unlabeled indices.
+
+    The pool is permuted with ``torch.Generator().manual_seed(seed)``; the first
+    ``num_labeled`` indices (or ``round(labeled_fraction * pool_size)``, at least 1) are labeled,
+    the next ``num_unlabeled`` (default: all the rest) unlabeled.
+
+    Args:
+        pool_size: number of training examples available.
+        num_labeled: labeled examples (by count); exclusive with ``labeled_fraction``.
+        labeled_fraction: degree of labeling in (0, 1]; exclusive with ``num_labeled``. When
+            neither is given the degree of labeling is :data:`DEFAULT_LABELED_FRACTION` (10%).
+        num_unlabeled: unlabeled examples taken from the rest (default: all of it).
+        seed: the permutation seed.
+
+    Returns:
+        ``(labeled, unlabeled)`` long index tensors into the pool.
+
+    Raises:
+        ValueError: both ``num_labeled`` and ``labeled_fraction``, or sizes that do not fit in
+            the pool.
+    """
+    _check_count(pool_size, "pool_size", 1)
+    if num_labeled is not None and labeled_fraction is not None:
+        raise ValueError(
+            "at most one of num_labeled and labeled_fraction may be given; got "
+            f"num_labeled={num_labeled!r}, labeled_fraction={labeled_fraction!r}"
+        )
+    if num_labeled is None and labeled_fraction is None:
+        labeled_fraction = DEFAULT_LABELED_FRACTION
+    if labeled_fraction is not None:
+        if isinstance(labeled_fraction, bool) or not 0.0 < float(labeled_fraction) <= 1.0:
+            raise ValueError(f"labeled_fraction must be in (0, 1]; got {labeled_fraction!r}")
+        num_labeled = max(1, round(float(labeled_fraction) * pool_size))
+    _check_count(num_labeled, "num_labeled", 1)
+    _check_count(num_unlabeled, "num_unlabeled", 0)
+    assert num_labeled is not None
+    if num_labeled > pool_size:
+        raise ValueError(
+            f"num_labeled must be <= the pool size {pool_size}; got {num_labeled}"
+        )
+    rest = pool_size - num_labeled
+    if num_unlabeled is None:
+        num_unlabeled = rest
+    elif num_unlabeled > rest:
+        raise ValueError(
+            f"num_unlabeled must be <= the pool size minus the labeled examples "
+            f"({pool_size} - {num_labeled} = {rest}); got {num_unlabeled}"
+        )
+    perm = torch.randperm(pool_size, generator=torch.Generator().manual_seed(seed))
+    return perm[:num_labeled], perm[num_labeled : num_labeled + num_unlabeled]
+
+
+class _ListDataset(torch.utils.data.Dataset):
+    """A list of example dicts."""
+
+    def __init__(self, examples: list[Example]) -> None:
+        self.examples = examples
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int) -> Example:
+        return self.examples[index]
+
+
+class ShardSampler(torch.utils.data.DistributedSampler):
+    """One process's shard of a split when several processes train together (Lightning DDP).
+
+    Rank ``r`` of ``W`` takes positions ``r, r + W, ...`` of the epoch's order: a permutation
+    drawn from ``seed`` and the epoch (``set_epoch``, called by Lightning; the same on every
+    rank) when ``shuffle``, else the split's order. With ``pad=False`` (a split that is one
+    full batch) no example is repeated, so the shards together are exactly the split (their
+    sizes may differ by one; the procedures weight each shard's mean by its size); with
+    ``pad=True`` (mini-batches) the order is padded by repeating its first examples to a
+    multiple of ``W``, as ``DistributedSampler`` does, so every rank runs the same number of
+    steps. Being a ``DistributedSampler``, Lightning keeps it instead of injecting its own.
+
+    Args:
+        size: examples in the split.
+        num_replicas: ``W``, the number of processes.
+        rank: this process's rank.
+        shuffle: a new order each epoch.
+        seed: the shuffling seed (the same on every rank).
+        pad: repeat examples so that every shard has the same size.
+    """
+
+    def __init__(
+        self, size: int, num_replicas: int, rank: int, shuffle: bool, seed: int, pad: bool
+    ) -> None:
+        # not DistributedSampler.__init__: no dataset and no process group needed
+        self.size = size
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.pad = pad
+        self.epoch = 0
+        self.drop_last = False
+        total = -(-size // num_replicas) * num_replicas if pad else size
+        self.total_size = total
+        self.num_samples = len(range(rank, total, num_replicas))
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __iter__(self) -> Any:
+        if self.shuffle:
+            gen = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch)
+            order = torch.randperm(self.size, generator=gen).tolist()
+        else:
+            order = list(range(self.size))
+        if self.pad and self.total_size > self.size:
+            extra = self.total_size - self.size
+            order += (order * (1 + extra // max(self.size, 1)))[:extra]
+        return iter(order[self.rank : self.total_size : self.num_replicas])
+
+
+class SemiSupervisedDataModule(pl.LightningDataModule):
+    """Base of the data modules: loaders over example lists made by :meth:`build` (see module doc).
+
+    Subclasses implement :meth:`build`, returning the four example lists (labeled training
+    examples with ``labels``; unlabeled ones without), and set ``num_labels``.
+
+    Args:
+        batch_size: labeled training batch size (``None``: the whole labeled set, one batch).
+        unlabeled_batch_size: unlabeled batch size (``None``: the whole unlabeled set).
+        eval_batch_size: dev / test / predict batch size (``None``: the whole split).
+        shuffle: reshuffle the training loaders every epoch (seeded by Lightning's seed).
+        num_workers: ``DataLoader`` workers.
+
+    Several processes (Lightning DDP, ``--trainer.devices=N --trainer.strategy=ddp``): every
+    loader hands each rank its :class:`ShardSampler` shard (a split that is one full batch is
+    split without repeating an example); the shuffling seed is rank 0's, kept in checkpoints
+    (``state_dict``). See ``docs/distributed.md``.
+    """
+
+    def __init__(
+        self,
+        batch_size: Optional[int] = None,
+        unlabeled_batch_size: Optional[int] = None,
+        eval_batch_size: Optional[int] = None,
+        shuffle: bool = True,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.batch_size = _check_count(batch_size, "batch_size", 1)
+        self.unlabeled_batch_size = _check_count(unlabeled_batch_size, "unlabeled_batch_size", 1)
+        self.eval_batch_size = _check_count(eval_batch_size, "eval_batch_size", 1)
+        self.shuffle = bool(shuffle)
+        self.num_workers = _check_count(num_workers, "num_workers", 0)
+        self.num_labels: int = 0
+        self._splits: Optional[dict[str, list[Example]]] = None
+        self._shuffle_seed: Optional[int] = None
+
+    # ------------------------------------------------------------------ to implement
+    def build(self) -> dict[str, list[Example]]:
+        """The examples of the splits ``labeled``, ``unlabeled``, ``dev``, ``test``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ lightning hooks
+    def setup(self, stage: Optional[str] = None) -> None:
+        """Build the splits once (deterministic given the arguments)."""
+        if self._splits is None:
+            splits = self.build()
+            assert set(splits) == {"labeled", "unlabeled", "dev", "test"}, set(splits)
+            self._splits = splits
+
+    @property
+    def splits(self) -> dict[str, list[Example]]:
+        """The example lists (builds them on first use)."""
+        if self._splits is None:
+            self.setup()
+        assert self._splits is not None
+        return self._splits
+
+    @property
+    def num_labeled_examples(self) -> int:
+        """n, the number of labeled training examples."""
+        return len(self.splits["labeled"])
+
+    @property
+    def num_unlabeled_examples(self) -> int:
+        """m, the number of unlabeled training examples."""
+        return len(self.splits["unlabeled"])
+
+    @staticmethod
+    def collate(examples: list[Example]) -> dict[str, Any]:
+        """One batch (the loaders' ``collate_fn``): padded tensors and ``lengths``."""
+        return collate_sequences(examples, sequence_keys=_SEQUENCE_KEYS)
+
+    def _loader(
+        self, examples: list[Example], batch_size: Optional[int], shuffle: bool
+    ) -> DataLoader:
+        size = len(examples) if batch_size is None else batch_size
+        shard = self._shard_sampler(len(examples), batch_size, shuffle)
+        return DataLoader(
+            _ListDataset(examples),
+            batch_size=max(size, 1),
+            shuffle=shuffle if shard is None else False,
+            sampler=shard,
+            collate_fn=self.collate,
+            num_workers=self.num_workers,
+        )
+
+    def _shard_sampler(
+        self, size: int, batch_size: Optional[int], shuffle: bool
+    ) -> Optional[ShardSampler]:
+        """This rank's :class:`ShardSampler` of a split when several processes run (else None)."""
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return None
+        world, rank = dist.get_world_size(), dist.get_rank()
+        if 0 < size < world:
+            raise ValueError(
+                f"a split of {size} examples cannot be sharded over {world} processes (each "
+                f"needs at least one example); use at most {size} processes (--trainer.devices)"
+            )
+        if self._shuffle_seed is None:
+            import os
+
+            seed = [int(os.environ.get("PL_GLOBAL_SEED", torch.initial_seed() % 2**31))]
+            dist.broadcast_object_list(seed, src=0)  # one order on every rank
+            self._shuffle_seed = int(seed[0])
+        return ShardSampler(size, world, rank, shuffle, self._shuffle_seed, batch_size is not None)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The shuffling seed of several processes (kept in checkpoints for exact resume)."""
+        return {} if self._shuffle_seed is None else {"shuffle_seed": self._shuffle_seed}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if state_dict.get("shuffle_seed") is not None:
+            self._shuffle_seed = int(state_dict["shuffle_seed"])
+
+    def _procedure(self) -> Any:
+        """The LightningModule of the attached trainer (``None`` outside a trainer)."""
+        trainer = getattr(self, "trainer", None)
+        return getattr(trainer, "lightning_module", None) if trainer is not None else None
+
+    def _wants_unlabeled(self) -> bool:
+        return bool(getattr(self._procedure(), "uses_unlabeled", True))
+
+    def _restore_resumed_rng(self) -> None:
+        """Exact resume: a procedure restored from a checkpoint restores the interrupted run's
+        RNG state here, just before Lightning draws the epoch's shuffle from it."""
+        restore = getattr(self._procedure(), "restore_resumed_rng", None)
+        if callable(restore):
+            restore()
+
+    def train_dataloader(self) -> CombinedLoader:
+        self._restore_resumed_rng()
+        loaders: dict[str, DataLoader] = {
+            "labeled": self._loader(self.splits["labeled"], self.batch_size, self.shuffle)
+        }
+        if self.splits["unlabeled"] and self._wants_unlabeled():
+            loaders["unlabeled"] = self._loader(
+                self.splits["unlabeled"], self.unlabeled_batch_size, self.shuffle
+            )
+        return CombinedLoader(loaders, mode="max_size_cycle")
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["dev"], self.eval_batch_size, False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["test"], self.eval_batch_size, False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader(self.splits["test"], self.eval_batch_size, False)
+
+
+def _count(value: int, name: str, minimum: int) -> int:
+    out = _check_count(value, name, minimum)
+    assert out is not None
+    return out
+
+
+def _without_labels(example: Example) -> Example:
+    return {k: v for k, v in example.items() if k != "labels"}
+

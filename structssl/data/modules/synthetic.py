@@ -1,0 +1,137 @@
+"""The built-in synthetic sequence task as a data module (no download): the quick-start data."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from structssl.data.modules.base import (
+    Example,
+    SemiSupervisedDataModule,
+    _count,
+    _without_labels,
+    split_pool,
+)
+from structssl.data.synthetic import hmm_sequences
+
+__all__ = ["SyntheticHMMDataModule"]
+
+
+class SyntheticHMMDataModule(SemiSupervisedDataModule):
+    """Sequences from a Gaussian-emission HMM (built in, no download): the quick-start data.
+
+    One HMM (:func:`~structssl.data.synthetic.hmm_sequences` with ``seed``) generates
+    ``num_train + num_dev + num_test`` sequences; the first ``num_train`` form the training
+    pool, split by :func:`split_pool` into labeled / unlabeled with ``split_seed``. Inputs are
+    the dense emissions ``inputs`` (B, N, dim) for ``LinearChainScorer(input_dim=dim)``; with
+    ``two_view=True`` the first ``dim // 2`` coordinates are ``inputs`` and the rest
+    ``inputs_b`` (for ``TwoViewScorer`` and the co-training procedure).
+
+    Args:
+        num_train: size of the training pool.
+        num_labeled: labeled examples taken from the pool (exclusive with ``labeled_fraction``).
+        labeled_fraction: degree of labeling of the pool, in (0, 1] (default when neither is
+            given: 10%).
+        num_unlabeled: unlabeled examples (default: the rest of the pool).
+        num_dev: dev (validation) sequences.
+        num_test: test sequences.
+        num_states: HMM states = labels.
+        length: sequence length (the maximum length when ``min_length`` is given).
+        min_length: lengths uniform in ``min_length .. length`` (default: all ``length``).
+        dim: emission dimension.
+        switch_prob: probability of changing state at each step.
+        separation: distance of the emission means from the origin.
+        noise: emission standard deviation.
+        two_view: split the emission coordinates into two views.
+        seed: the HMM and sampling seed.
+        split_seed: the labeled / unlabeled split seed.
+        data_dir: unused (synthetic data); accepted so every data module has the argument.
+        batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
+            :class:`SemiSupervisedDataModule`.
+    """
+
+    def __init__(
+        self,
+        num_train: int = 200,
+        num_labeled: Optional[int] = None,
+        labeled_fraction: Optional[float] = None,
+        num_unlabeled: Optional[int] = None,
+        num_dev: int = 100,
+        num_test: int = 200,
+        num_states: int = 5,
+        length: int = 20,
+        min_length: Optional[int] = None,
+        dim: int = 10,
+        switch_prob: float = 0.2,
+        separation: float = 2.0,
+        noise: float = 1.0,
+        two_view: bool = False,
+        seed: int = 0,
+        split_seed: int = 0,
+        data_dir: Optional[str] = None,
+        batch_size: Optional[int] = None,
+        unlabeled_batch_size: Optional[int] = None,
+        eval_batch_size: Optional[int] = None,
+        shuffle: bool = True,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
+        self.num_train = _count(num_train, "num_train", 1)
+        self.num_dev = _count(num_dev, "num_dev", 1)
+        self.num_test = _count(num_test, "num_test", 1)
+        self.dim = _count(dim, "dim", 2 if two_view else 1)
+        self.num_states = _count(num_states, "num_states", 2)
+        self.num_labels = self.num_states
+        self.length = _count(length, "length", 1)
+        self.min_length = min_length
+        self.switch_prob = float(switch_prob)
+        self.separation = float(separation)
+        self.noise = float(noise)
+        self.two_view = bool(two_view)
+        self.seed = seed
+        self.split_seed = split_seed
+        self.data_dir = data_dir
+        # validate the split arguments now (a user mistake fails at construction)
+        self._split_args = dict(
+            num_labeled=num_labeled, labeled_fraction=labeled_fraction, num_unlabeled=num_unlabeled
+        )
+        split_pool(self.num_train, seed=split_seed, **self._split_args)  # type: ignore[arg-type]
+
+    @property
+    def view_dims(self) -> tuple[int, int]:
+        """Input dims of the two views (``two_view=True``)."""
+        return self.dim // 2, self.dim - self.dim // 2
+
+    def build(self) -> dict[str, list[Example]]:
+        total = self.num_train + self.num_dev + self.num_test
+        data = hmm_sequences(
+            total,
+            length=self.length,
+            num_states=self.num_states,
+            switch_prob=self.switch_prob,
+            emission="gaussian",
+            dim=self.dim,
+            separation=self.separation,
+            noise=self.noise,
+            min_length=self.min_length,
+            seed=self.seed,
+            dtype=torch.float32,
+        )
+        examples: list[Example] = []
+        half = self.dim // 2
+        for example in data.examples():
+            if self.two_view:
+                x = example.pop("inputs")
+                example = {"inputs": x[:, :half], "inputs_b": x[:, half:], **example}
+            examples.append(example)
+        pool = examples[: self.num_train]
+        labeled, unlabeled = split_pool(
+            self.num_train, seed=self.split_seed, **self._split_args  # type: ignore[arg-type]
+        )
+        return {
+            "labeled": [pool[i] for i in labeled.tolist()],
+            "unlabeled": [_without_labels(pool[i]) for i in unlabeled.tolist()],
+            "dev": examples[self.num_train : self.num_train + self.num_dev],
+            "test": examples[self.num_train + self.num_dev :],
+        }
