@@ -2,7 +2,8 @@
 
 from structssl.structures.base import Structure
 from structssl.structures.cky import CKY, CKYPotentials, GrammarCKY
-from structssl.structures.linear_chain import LinearChain, bio_allowed_transitions
+from structssl.structures.dependency import DependencyTree
+from structssl.structures.linear_chain import ChainPotentials, LinearChain, bio_allowed_transitions
 from structssl.structures.multiclass import MultiClass
 from structssl.structures.semi_markov import SegmentTags, SemiMarkov
 from structssl.structures.multilabel import (
@@ -21,9 +22,11 @@ __all__ = [
     "Structure",
     "MultiClass",
     "LinearChain",
+    "ChainPotentials",
     "bio_allowed_transitions",
     "SemiMarkov",
     "SegmentTags",
+    "DependencyTree",
     "CKY",
     "CKYPotentials",
     "GrammarCKY",
