@@ -81,7 +81,11 @@ if TYPE_CHECKING:  # the names below, as type checkers and IDEs see them
         length_chunks,
         load_pooled,
         mulan_split,
+        seeded_parts,
         split_pool,
+        stack_collate,
+        with_index,
+        without_labels,
     )
 
 #: the data modules (Lightning), imported on first use by :func:`__getattr__`
@@ -89,6 +93,10 @@ _DATA_MODULES = (
     "SemiSupervisedDataModule",
     "ShardSampler",
     "split_pool",
+    "seeded_parts",
+    "with_index",
+    "without_labels",
+    "stack_collate",
     "DEFAULT_LABELED_FRACTION",
     "SyntheticHMMDataModule",
     "CoNLLDataModule",

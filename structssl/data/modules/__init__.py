@@ -24,7 +24,11 @@ from structssl.data.modules.base import (
     DEFAULT_LABELED_FRACTION,
     SemiSupervisedDataModule,
     ShardSampler,
+    seeded_parts,
     split_pool,
+    stack_collate,
+    with_index,
+    without_labels,
 )
 from structssl.data.modules.citations import CitationsDataModule
 from structssl.data.modules.coil import COIL_NUM_CLASSES, CoilDataModule
@@ -34,23 +38,10 @@ from structssl.data.modules.ocr import OcrDataModule
 from structssl.data.modules.synthetic import SyntheticHMMDataModule
 from structssl.data.modules.treebank import GrammarScorer, TreebankDataModule
 
+from structssl.data.modules import base, citations, coil, conll, mulan, ocr, synthetic, treebank
+
 __all__ = [
-    "SemiSupervisedDataModule",
-    "ShardSampler",
-    "split_pool",
-    "DEFAULT_LABELED_FRACTION",
-    "SyntheticHMMDataModule",
-    "CoNLLDataModule",
-    "length_chunks",
-    "LengthBucketSampler",
-    "CitationsDataModule",
-    "OcrDataModule",
-    "TreebankDataModule",
-    "GrammarScorer",
-    "MulanDataModule",
-    "MulanSplit",
-    "mulan_split",
-    "load_pooled",
-    "CoilDataModule",
-    "COIL_NUM_CLASSES",
+    name
+    for module in (base, synthetic, conll, citations, ocr, treebank, mulan, coil)
+    for name in module.__all__
 ]

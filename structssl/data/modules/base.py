@@ -53,6 +53,10 @@ __all__ = [
     "SemiSupervisedDataModule",
     "ShardSampler",
     "split_pool",
+    "seeded_parts",
+    "with_index",
+    "without_labels",
+    "stack_collate",
     "DEFAULT_LABELED_FRACTION",
 ]
 
@@ -65,12 +69,58 @@ DEFAULT_LABELED_FRACTION = 0.1
 _SEQUENCE_KEYS = (*SEQUENCE_KEYS, "inputs_b")
 
 
+def _count(value: int, name: str, minimum: int) -> int:
+    """``value`` if it is an int >= ``minimum``, else a ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
+    return value
+
+
 def _check_count(value: Optional[int], name: str, minimum: int = 0) -> Optional[int]:
+    """:func:`_count` for an optional count (``None`` passes)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum} or None; got {value!r}")
     return value
+
+
+def seeded_parts(size: int, sizes: list[int], seed: int) -> list[Tensor]:
+    """The consecutive parts of a seeded permutation of ``range(size)``: the first
+    ``sizes[0]`` indices, the next ``sizes[1]``, ..., and the rest as the last part.
+
+    The one seeded split every data module uses (``torch.randperm`` with
+    ``torch.Generator().manual_seed(seed)``), so that the same seed always gives the same parts.
+
+    Returns:
+        ``len(sizes) + 1`` long index tensors.
+    """
+    if sum(sizes) > size:
+        raise ValueError(f"the parts {list(sizes)} do not fit in {size} examples")
+    perm = torch.randperm(size, generator=torch.Generator().manual_seed(seed))
+    bounds = [0]
+    for part in sizes:
+        bounds.append(bounds[-1] + part)
+    return [perm[a:b] for a, b in zip(bounds, bounds[1:])] + [perm[bounds[-1] :]]
+
+
+def with_index(examples: list[Example]) -> list[Example]:
+    """Copies of ``examples`` with ``index`` (a 0-d long tensor): the position within its split
+    (what label switching and corpus constraints key their per-example state by)."""
+    return [dict(ex, index=torch.tensor(i)) for i, ex in enumerate(examples)]
+
+
+def without_labels(examples: list[Example]) -> list[Example]:
+    """Copies of ``examples`` without ``labels`` (the unlabeled split)."""
+    return [{k: v for k, v in ex.items() if k != "labels"} for ex in examples]
+
+
+def stack_collate(examples: list[Example]) -> dict[str, Any]:
+    """One batch of fixed-size examples (no padding, no ``lengths``): every key stacked, e.g.
+    ``inputs`` (B, D) and, when present, ``labels`` (B,) or (B, K)."""
+    if len(examples) == 0:
+        raise ValueError("examples must hold at least one example; got none")
+    return {key: torch.stack([ex[key] for ex in examples]) for key in examples[0]}
 
 
 def split_pool(
@@ -128,8 +178,8 @@ def split_pool(
             f"num_unlabeled must be <= the pool size minus the labeled examples "
             f"({pool_size} - {num_labeled} = {rest}); got {num_unlabeled}"
         )
-    perm = torch.randperm(pool_size, generator=torch.Generator().manual_seed(seed))
-    return perm[:num_labeled], perm[num_labeled : num_labeled + num_unlabeled]
+    labeled, unlabeled, _ = seeded_parts(pool_size, [num_labeled, num_unlabeled], seed)
+    return labeled, unlabeled
 
 
 class _ListDataset(torch.utils.data.Dataset):
@@ -350,14 +400,4 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         return self._loader(self.splits["test"], self.eval_batch_size, False)
-
-
-def _count(value: int, name: str, minimum: int) -> int:
-    out = _check_count(value, name, minimum)
-    assert out is not None
-    return out
-
-
-def _without_labels(example: Example) -> Example:
-    return {k: v for k, v in example.items() if k != "labels"}
 

@@ -30,7 +30,13 @@ from typing import Any, Literal, Optional
 
 import torch
 
-from structssl.data.modules.base import Example, SemiSupervisedDataModule, _check_count
+from structssl.data.modules.base import (
+    Example,
+    SemiSupervisedDataModule,
+    _check_count,
+    seeded_parts,
+    with_index,
+)
 
 __all__ = ["CitationsDataModule"]
 
@@ -117,9 +123,8 @@ class CitationsDataModule(SemiSupervisedDataModule):
             unlabeled = list(test) + list(dev) + list(unlabeled_file)
         else:
             pool = load("train.300")
-            gen = torch.Generator().manual_seed(self.subset)
-            order = torch.randperm(len(pool), generator=gen)[: self.num_labeled].tolist()
-            labeled = [pool[i] for i in order]
+            chosen = seeded_parts(len(pool), [min(self.num_labeled, len(pool))], self.subset)[0]
+            labeled = [pool[i] for i in chosen.tolist()]
             unlabeled = list(unlabeled_file)
         if self.num_train is not None:
             unlabeled = unlabeled[: max(self.num_train - len(labeled), 0)]
@@ -136,17 +141,19 @@ class CitationsDataModule(SemiSupervisedDataModule):
         self.max_length = max(len(s) for s in labeled + unlabeled + list(dev) + list(test))
         vocab = {name: i for i, name in enumerate(self.label_names)}
 
-        def encode(seq: Any, index: int, with_labels: bool) -> Example:
-            example: Example = {"inputs": extractor.encode(seq.tokens)}
-            if with_labels:
-                example["labels"] = torch.tensor([vocab[x] for x in seq.labels], dtype=torch.long)
-            example["tokens"] = tuple(seq.tokens)  # type: ignore[assignment]
-            example["index"] = torch.tensor(index)
-            return example
+        def encode(seqs: Any, with_labels: bool) -> list[Example]:
+            out = []
+            for seq in seqs:
+                example: Example = {"inputs": extractor.encode(seq.tokens)}
+                if with_labels:
+                    example["labels"] = torch.tensor([vocab[x] for x in seq.labels], dtype=torch.long)
+                example["tokens"] = tuple(seq.tokens)  # type: ignore[assignment]
+                out.append(example)
+            return with_index(out)
 
         return {
-            "labeled": [encode(s, i, True) for i, s in enumerate(labeled)],
-            "unlabeled": [encode(s, i, False) for i, s in enumerate(unlabeled)],
-            "dev": [encode(s, i, True) for i, s in enumerate(dev)],
-            "test": [encode(s, i, True) for i, s in enumerate(test)],
+            "labeled": encode(labeled, True),
+            "unlabeled": encode(unlabeled, False),
+            "dev": encode(dev, True),
+            "test": encode(test, True),
         }

@@ -14,13 +14,13 @@ Batches (:meth:`CoilDataModule.collate`): ``inputs`` (B, 241) float, ``labels`` 
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from structssl.data.modules.base import SemiSupervisedDataModule, _check_count
+from structssl.data.modules.base import SemiSupervisedDataModule, _check_count, stack_collate
 
 __all__ = ["CoilDataModule", "COIL_NUM_CLASSES"]
 
@@ -75,12 +75,8 @@ class CoilDataModule(SemiSupervisedDataModule):
         self.num_labels = COIL_NUM_CLASSES
         self.input_dim = 241
 
-    @staticmethod
-    def collate(examples: list[Example]) -> dict[str, Any]:
-        """Stack examples into ``inputs`` (B, D) and, when present, ``labels`` (B,)."""
-        if len(examples) == 0:
-            raise ValueError("examples must hold at least one example; got none")
-        return {k: torch.stack([ex[k] for ex in examples]) for k in examples[0]}
+    #: fixed-size points: ``inputs`` (B, D) and, when present, ``labels`` (B,)
+    collate = staticmethod(stack_collate)
 
     def build(self) -> dict[str, list[Example]]:
         from structssl.data.formats.coil import load_coil

@@ -16,14 +16,14 @@ Fig. 1. :meth:`MulanDataModule.arrays` returns the split as tensors for loops wi
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from structssl.data.formats.arff import MULAN_DATASETS, MultiLabelData, load_mulan
-from structssl.data.modules.base import SemiSupervisedDataModule, split_pool
+from structssl.data.modules.base import SemiSupervisedDataModule, seeded_parts, split_pool, stack_collate
 from structssl.data.paths import PathLike
 
 __all__ = ["MulanSplit", "MulanDataModule", "mulan_split", "load_pooled"]
@@ -81,8 +81,7 @@ def mulan_split(
     num_train = int(round(train_fraction * n))
     if not 1 <= num_train < n:
         raise ValueError(f"train_fraction {train_fraction} leaves an empty split of {n} examples")
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(10_007 * split_seed + 1))
-    train, test = perm[:num_train], perm[num_train:]
+    train, test = seeded_parts(n, [num_train], 10_007 * split_seed + 1)
     lab, unl = split_pool(num_train, labeled_fraction=labeled_fraction, seed=split_seed)
     x = torch.as_tensor(np.asarray(data.X), dtype=dtype)
     y = torch.as_tensor(np.asarray(data.Y), dtype=torch.long)
@@ -195,7 +194,5 @@ class MulanDataModule(SemiSupervisedDataModule):
         test = [{"inputs": x, "labels": y} for x, y in zip(test_x, test_y)]
         return {"labeled": labeled, "unlabeled": unlabeled, "dev": dev, "test": test}
 
-    @staticmethod
-    def collate(examples: list[dict[str, Tensor]]) -> dict[str, Any]:
-        """Stack fixed-size examples (no padding, no ``lengths``)."""
-        return {key: torch.stack([e[key] for e in examples]) for key in examples[0]}
+    #: fixed-size examples: ``inputs`` (B, D), ``labels`` (B, K); no padding, no ``lengths``
+    collate = staticmethod(stack_collate)

@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import Literal, Optional
 
 import numpy as np
-import torch
 
-from structssl.data.modules.base import Example, SemiSupervisedDataModule, _check_count
+from structssl.data.modules.base import Example, SemiSupervisedDataModule, _check_count, with_index
 
 __all__ = ["OcrDataModule"]
 
@@ -85,10 +84,7 @@ class OcrDataModule(SemiSupervisedDataModule):
             test = test[: self.num_test]
 
         def examples(indices: np.ndarray) -> list[Example]:
-            out = words.examples(indices)
-            for i, ex in enumerate(out):
-                ex["index"] = torch.tensor(i)
-            return out
+            return with_index(words.examples(indices))
 
         splits = {"labeled": examples(train), "unlabeled": [], "dev": examples(dev), "test": examples(test)}
         self.max_length = max(int(ex["labels"].shape[0]) for exs in splits.values() for ex in exs)

@@ -10,8 +10,8 @@ from structssl.data.modules.base import (
     Example,
     SemiSupervisedDataModule,
     _count,
-    _without_labels,
     split_pool,
+    without_labels,
 )
 from structssl.data.synthetic import hmm_sequences
 
@@ -131,7 +131,7 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
         )
         return {
             "labeled": [pool[i] for i in labeled.tolist()],
-            "unlabeled": [_without_labels(pool[i]) for i in unlabeled.tolist()],
+            "unlabeled": without_labels([pool[i] for i in unlabeled.tolist()]),
             "dev": examples[self.num_train : self.num_train + self.num_dev],
             "test": examples[self.num_train + self.num_dev :],
         }

@@ -25,18 +25,19 @@ import torch
 from torch import Tensor
 
 from structssl.data.batch import collate_trees, pad_sequences
-from structssl.data.modules.base import Example, SemiSupervisedDataModule
+from structssl.data.modules.base import (
+    Example,
+    SemiSupervisedDataModule,
+    _count,
+    seeded_parts,
+    with_index,
+    without_labels,
+)
 from structssl.scorers.cky import CKYScorer
 from structssl.semirings import LOG_ZERO
 from structssl.structures.cky import CKYPotentials
 
 __all__ = ["TreebankDataModule", "GrammarScorer"]
-
-
-def _count(value: int, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
-    return value
 
 
 class TreebankDataModule(SemiSupervisedDataModule):
@@ -153,17 +154,10 @@ class TreebankDataModule(SemiSupervisedDataModule):
             }
             for ex in examples
         ]
-        order = torch.randperm(len(encoded), generator=torch.Generator().manual_seed(self.permutation)).tolist()
-        encoded = [encoded[i] for i in order]
-        n, m = self.num_labeled, self.num_unlabeled
-        labeled = [dict(ex, index=torch.tensor(i)) for i, ex in enumerate(encoded[:n])]
-        unl = encoded[n : n + m]
+        parts = seeded_parts(len(encoded), [self.num_labeled, self.num_unlabeled], self.permutation)
+        labeled, unl, test = (with_index([encoded[i] for i in part.tolist()]) for part in parts)
         self.unlabeled_labels = [ex["labels"] for ex in unl]  # type: ignore[misc]
-        unlabeled = [
-            {k: v for k, v in dict(ex, index=torch.tensor(i)).items() if k != "labels"}
-            for i, ex in enumerate(unl)
-        ]
-        test = [dict(ex, index=torch.tensor(i)) for i, ex in enumerate(encoded[n + m :])]
+        unlabeled = without_labels(unl)
         return {"labeled": labeled, "unlabeled": unlabeled, "dev": list(labeled), "test": test}
 
     def unlabeled_eval_dataloader(self) -> Any:
