@@ -6,6 +6,7 @@ from structssl.structures.dependency import DependencyTree
 from structssl.structures.linear_chain import ChainPotentials, LinearChain, bio_allowed_transitions
 from structssl.structures.multiclass import MultiClass
 from structssl.structures.semi_markov import SegmentTags, SemiMarkov
+from structssl.structures.torch_struct import TorchStructAdapter
 from structssl.structures.multilabel import (
     DualDecompositionResult,
     MultiLabelPotentials,
@@ -27,6 +28,7 @@ __all__ = [
     "SemiMarkov",
     "SegmentTags",
     "DependencyTree",
+    "TorchStructAdapter",
     "CKY",
     "CKYPotentials",
     "GrammarCKY",
