@@ -255,8 +255,14 @@ def test_bio_tags_are_canonicalised_and_long_segments_rejected() -> None:
     canon = sm.check_labels(y, torch.tensor([5]))
     assert canon.tolist() == [[1, 0, 1, 2, 3]]
     assert sm.segments(y) == [[(0, 1, "PER"), (1, 2, "O"), (2, 4, "PER"), (4, 5, "LOC")]]
+    # a gold segment longer than K is split into pieces of K tokens (or rejected)
+    long = torch.tensor([[0, 1, 2, 2, 2, 2, 2, 0]])
+    assert sm.check_labels(long, torch.tensor([8])).tolist() == [[0, 1, 2, 1, 2, 1, 2, 0]]
+    strict = SemiMarkov(2, tags=BIO, long_segments="error")
     with pytest.raises(ValueError, match=r"segment of 3 tokens at example 0, position 1.*max_length = 2"):
-        sm.score(torch.zeros(1, 5, 2, 3, 3), torch.tensor([[0, 1, 2, 2, 0]]))
+        strict.score(torch.zeros(1, 5, 2, 3, 3), torch.tensor([[0, 1, 2, 2, 0]]))
+    with pytest.raises(ValueError, match=r"long_segments must be 'split' or 'error'"):
+        SemiMarkov(2, tags=BIO, long_segments="drop")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"tags in \[0, T\) = \[0, 5\).*\[0, 7\]"):
         sm.score(torch.zeros(1, 5, 2, 3, 3), torch.tensor([[0, 7, 0, 0, 0]]))
 
@@ -342,3 +348,41 @@ def test_against_torch_struct() -> None:
             _close(best[b : b + 1], dist.max)
             ts_marg = dist.marginals[0, :, 1:].transpose(-1, -2)  # back to the native layout
             _close(marg[b, :n], ts_marg)
+
+
+# ---------------------------------------------------------------------- the scorer
+def test_scorer_segment_potentials_follow_the_formula() -> None:
+    from structssl.scorers import SemiMarkovScorer
+
+    torch.manual_seed(0)
+    scorer = SemiMarkovScorer(3, tags=BIO, input_dim=4, init_std=1.0).double()
+    for p in (scorer.length, scorer.transition, scorer.start, scorer.end):
+        torch.nn.init.normal_(p)
+    torch.nn.init.normal_(scorer.emission.bias)
+    x = torch.randn(2, 5, 4, dtype=F64)
+    lengths = torch.tensor([5, 3])
+    pot = scorer(x, lengths)
+    sm = SemiMarkov(3, tags=BIO)
+    u = x @ scorer.emission.weight + scorer.emission.bias  # (B, N, T) tag scores
+    codec = sm.codec
+    for b in range(2):
+        n = int(lengths[b])
+        for seg in segmentations(n, sm):
+            expected = pot.new_zeros(())
+            prev = None
+            for s, size, lab in seg:
+                expected = expected + u[b, s, codec.begin[lab]] + scorer.length[size - 1, lab]
+                for q in range(s + 1, s + size):
+                    expected = expected + u[b, q, codec.inside[lab]]
+                expected = expected + (scorer.start[lab] if prev is None else scorer.transition[prev, lab])
+                if s + size == n:
+                    expected = expected + scorer.end[lab]
+                prev = lab
+            y = tags_of(seg, sm, 5).unsqueeze(0)
+            _close(sm.score(pot[b : b + 1], y, lengths[b : b + 1])[0], expected)
+    assert (pot[1, 2, 1:] == 0).all() and (pot[1, 3:] == 0).all()  # past the length
+    with pytest.raises(ValueError, match=r"needs tags"):
+        SemiMarkovScorer(3).resolve_sizes({"num_features": 10})
+    lazy = SemiMarkovScorer(3)
+    lazy.resolve_sizes({"tags": BIO, "num_labels": 5, "input_dim": 4})
+    assert lazy(torch.zeros(1, 2, 4)).shape == (1, 2, 3, 3, 3)

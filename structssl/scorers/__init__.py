@@ -6,6 +6,7 @@
 :class:`CKYScorer`           ``CKYPotentials`` for ``CKY``
 :class:`TwoViewScorer`       both views' potentials and their sum (co-training)
 :class:`NeuralChainScorer`   (B, N, C, C) from any encoder, e.g. :class:`BiLSTMEncoder`
+:class:`SemiMarkovScorer`    (B, N, K, C, C) segment potentials for :class:`~structssl.structures.SemiMarkov`
 
 The linear scorers compute ``<w, Psi(x, y)>`` part by part, so ``structure.score(scorer(x), y)``
 is the joint-feature score; they read sparse feature indices (0 = padding), word ids or dense
@@ -24,6 +25,7 @@ from structssl.scorers.cky import CKYScorer, grammar_masks
 from structssl.scorers.multiclass import MultiClassScorer
 from structssl.scorers.multilabel import MultiLabelScorer
 from structssl.scorers.neural import BiLSTMEncoder, NeuralChainScorer
+from structssl.scorers.semi_markov import SemiMarkovScorer
 from structssl.scorers.two_view import TwoViewPotentials, TwoViewScorer
 
 __all__ = [
@@ -40,4 +42,5 @@ __all__ = [
     "TwoViewPotentials",
     "BiLSTMEncoder",
     "NeuralChainScorer",
+    "SemiMarkovScorer",
 ]

@@ -20,7 +20,8 @@ prediction files). The default table has two tags per label, ``B-c`` (tag ``2 c`
 forbids its longer segments itself (they have no tag sequence), so every structure is exactly
 one tag sequence and back. Tags are canonicalised on input (:meth:`SemiMarkov.check_labels`):
 an ``I-X`` tag that starts a sequence or follows a token of another label begins a segment
-(the conlleval reading); a target segment longer than ``K`` is an error.
+(the conlleval reading); a target segment longer than ``K`` is split into pieces of ``K``
+tokens (or rejected, with ``long_segments="error"``).
 
 Hamming cost: the number of tokens whose tag differs (linear in segments: a segment's cost is
 the number of its tokens whose target tag differs from the segment's own tag).
@@ -35,7 +36,7 @@ extraction"; Seshadri and Sundberg (1994) for list Viterbi.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -139,6 +140,10 @@ class SemiMarkov(Structure):
         max_length: K >= 1, the longest segment.
         num_segment_labels: C, for the generic tag table.
         tags: token tag names (see :class:`SegmentTags`).
+        long_segments: what a target segment longer than ``max_length`` becomes: ``"split"``
+            (default) into pieces of ``max_length`` tokens, the nearest structure the chain has
+            (so that the loss of dev data with a longer gold entity is defined; decoding never
+            produces one), or ``"error"``: a ``ValueError`` naming the example.
         validate: check values at the public entry points (see :class:`Structure`).
 
     Attributes:
@@ -158,10 +163,14 @@ class SemiMarkov(Structure):
         max_length: int,
         num_segment_labels: Optional[int] = None,
         tags: Optional[Sequence[str]] = None,
+        long_segments: Literal["split", "error"] = "split",
         validate: bool = True,
     ) -> None:
         super().__init__(validate)
         self.max_length = positive_int(max_length, "max_length")
+        if long_segments not in ("split", "error"):
+            raise ValueError(f"long_segments must be 'split' or 'error'; got {long_segments!r}")
+        self.long_segments = long_segments
         if tags is not None and num_segment_labels is not None:
             raise ValueError(
                 "give at most one of num_segment_labels and tags (tags define the labels); got "
@@ -270,10 +279,11 @@ class SemiMarkov(Structure):
 
         Returns:
             (B, N) long tags, 0 at padded positions, where every segment starts with its
-            begin tag.
+            begin tag and is at most ``max_length`` tokens long.
 
         Raises:
-            ValueError: wrong shape, dtype or range, or a segment longer than ``max_length``.
+            ValueError: wrong shape, dtype or range, or (``long_segments="error"``) a segment
+                longer than ``max_length``.
         """
         codec = self._codec()
         b = lengths.shape[0]
@@ -301,19 +311,21 @@ class SemiMarkov(Structure):
         dev = labels.device
         seg_label = codec.tag_label.to(dev)[labels]  # (B, N)
         begins = _segment_starts(codec.tag_begins.to(dev)[labels], seg_label)
-        canonical = torch.where(begins, codec.begin.to(dev)[seg_label], labels)
-        canonical = torch.where(valid, canonical, 0)
-        if self.validate:
-            start, size = _segments(begins, valid)
+        start, size = _segments(begins, valid)
+        if self.long_segments == "error" and self.validate:
             too_long = begins & valid & (size > self.max_length)
             if bool(too_long.any()):
                 where = too_long.nonzero()[0].tolist()
                 raise ValueError(
                     f"{name} has a segment of {int(size[where[0], where[1]])} tokens at example "
                     f"{where[0]}, position {where[1]}; segments are at most max_length = "
-                    f"{self.max_length} tokens (raise max_length)"
+                    f"{self.max_length} tokens (raise max_length, or long_segments='split')"
                 )
-        return canonical
+        # a segment longer than K is split into pieces of K tokens (each begins anew)
+        offset = torch.arange(n, device=dev).view(1, n) - start
+        begins = begins | (offset % self.max_length == 0)
+        canonical = torch.where(begins, codec.begin.to(dev)[seg_label], labels)
+        return torch.where(valid, canonical, 0)
 
     # ------------------------------------------------------------------ dynamic programs
     def _by_end(self, potentials: Tensor) -> Tensor:
