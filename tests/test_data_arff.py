@@ -171,3 +171,34 @@ def test_load_mulan(tmp_path: Path) -> None:
     assert load_mulan("emotions", "test", data_dir=tmp_path).Y.shape == (2, 2)
     with pytest.raises(ValueError, match="name must be one of"):
         load_mulan("rcv1", data_dir=tmp_path)  # type: ignore[arg-type]
+
+
+def test_read_arff_header_errors_from_the_parser(tmp_path: Path) -> None:
+    """liac-arff's header errors come back with file, line and the line's text."""
+    date = _write(tmp_path / "d.arff", "@relation r\n@attribute when date\n@data\n")
+    message = f"{date}:2: expected a numeric or nominal attribute type"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_arff(date, labels=("when",))
+    twice = _write(tmp_path / "t.arff", "@relation r\n@attribute a numeric\n@attribute a numeric\n@data\n")
+    with pytest.raises(ValueError, match=re.escape(f"{twice}:3: expected distinct attribute names")):
+        read_arff(twice, labels=("a",))
+    early = _write(tmp_path / "e.arff", "@relation r\n@data\n1\n")
+    with pytest.raises(ValueError, match=re.escape(f"{early}:2: expected @attribute lines before @data")):
+        read_arff(early, labels=("a",))
+
+
+def test_read_arff_sparse_values_checked(tmp_path: Path) -> None:
+    """Sparse rows: quoted values, missing and unknown nominal values, omitted nominal values
+    (the first declared value, as in Weka)."""
+    head = "@relation r\n@attribute w numeric\n@attribute c {x,'y z'}\n@attribute A {1,0}\n@data\n"
+    ok = _write(tmp_path / "ok.arff", head + "{0 2, 1 'y z', 2 0}\n{}\n")
+    data = read_arff(ok, labels=("A",))
+    np.testing.assert_array_equal(data.X, [[2.0, 1.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(data.Y, [[0], [1]])  # omitted {1,0} value: its first value, 1
+    missing = _write(tmp_path / "m.arff", head + "{0 ?}\n")
+    with pytest.raises(ValueError, match=re.escape(f"{missing}:6: missing value '?' for attribute 'w'")):
+        read_arff(missing, labels=("A",))
+    unknown = _write(tmp_path / "u.arff", head + "{1 q}\n")
+    message = f"{unknown}:6: expected one of {{x,y z}} for attribute 'c'; got 'q'"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_arff(unknown, labels=("A",))

@@ -3,7 +3,7 @@ section 4.1.1's label proportions and transition fraction, seed 000's expectatio
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -39,7 +39,8 @@ class _Ratio(Constraint):
         what: str = "a fraction in [0, 1]",
         max_target: float = 1.0,
     ) -> None:
-        if not isinstance(target, (int, float)) or isinstance(target, bool) or not 0.0 <= target <= max_target:
+        number = isinstance(target, (int, float)) and not isinstance(target, bool)
+        if not number or not 0.0 <= target <= max_target:
             raise ValueError(f"target must be {what}; got {target!r}")
         super().__init__(hard=hard, weight=weight, name=name)
         if bound not in ("eq", "ge", "le"):
@@ -60,7 +61,16 @@ class _LabelRatio(_Ratio):
     """Shared: numerator = number of tokens with one of ``label``; the denominator per example
     is :meth:`_denominator` (constant in the labels)."""
 
-    def __init__(self, label: Union[LabelSpec, Sequence[LabelSpec]], target: float, bound, hard, weight, name, **check) -> None:
+    def __init__(
+        self,
+        label: Union[LabelSpec, Sequence[LabelSpec]],
+        target: float,
+        bound: Literal["eq", "ge", "le"],
+        hard: bool,
+        weight: float,
+        name: Optional[str],
+        **check: Any,
+    ) -> None:
         super().__init__(target, bound, hard, weight, name, **check)
         self._set_labels(label, "label")
 

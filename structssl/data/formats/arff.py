@@ -1,4 +1,4 @@
-"""Mulan multi-label ARFF files (dense and sparse) with their label XML.
+"""Mulan multi-label ARFF files (dense and sparse) with their label XML, read with liac-arff.
 
 A Mulan data set is a Weka ARFF file plus an XML file naming the label attributes::
 
@@ -9,11 +9,16 @@ A Mulan data set is a Weka ARFF file plus an XML file naming the label attribute
 The label attributes are binary (nominal ``{0,1}`` or numeric 0/1); every other attribute is a
 feature (``numeric`` / ``real`` / ``integer``, or nominal, encoded as the 0-based index of its
 value; a ``{0,1}`` attribute is read by value whatever the order of its values). Data rows
-are dense (``v1,v2,...``) or sparse (``{index value, ...}``, 0-based attribute indices,
-omitted values 0, as in Weka). Label columns of ``Y`` follow the order of
-the attributes in the ARFF file (as Mulan's label indices do), and ``label_names`` gives that
-order; the XML decides only *which* attributes are labels (nested ``<label>`` elements of
-hierarchical Mulan files included).
+are dense (``v1,v2,...``) or sparse (``{index value, ...}``, 0-based attribute indices; an
+omitted value is 0, for a nominal attribute its first declared value, as in Weka). Label
+columns of ``Y`` follow the order of the attributes in the ARFF file (as Mulan's label indices
+do), and ``label_names`` gives that order; the XML decides only *which* attributes are labels
+(nested ``<label>`` elements of hierarchical Mulan files included).
+
+The parsing is liac-arff's (``arff.ArffDecoder``, dense and sparse rows alike); this module
+adds what it does not do: the file and 1-based line in every error, with the attribute and the
+value at fault; a header checked line by line (liac-arff skips unknown header lines); repeated
+indices of a sparse row (liac-arff keeps the last); missing and non-finite values.
 
 Not supported (``ValueError`` naming file and line): missing values ``?``, ``string``,
 ``date`` and ``relational`` attributes, instance weights ``{...}`` after a row.
@@ -24,14 +29,13 @@ ARFF format of Weka (Witten et al.).
 
 from __future__ import annotations
 
-import math
-
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Iterator, Literal, Optional, Union
 from typing import Sequence as Seq
 
+import arff as liac_arff  # liac-arff
 import numpy as np
 import torch
 from torch import Tensor
@@ -52,9 +56,6 @@ MULAN_DATASETS = {
     "yeast": ("mulan_yeast", 14),
     "emotions": ("mulan_emotions", 6),
 }
-
-_NUMERIC = ("numeric", "real", "integer")
-
 
 @dataclass(frozen=True)
 class MultiLabelData:
@@ -116,56 +117,101 @@ def read_mulan_labels(path: PathLike) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _unquote(token: str) -> str:
-    if len(token) >= 2 and token[0] == token[-1] and token[0] in "'\"":
-        return token[1:-1].replace("\\" + token[0], token[0])
-    return token
+class _Lines:
+    """The file's lines for liac-arff, remembering where it is (``number``, ``text``) and
+    checking the header's layout, which liac-arff does not (it skips unknown header lines)."""
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = path
+        self.number = 0
+        self.text = ""
+        self.attribute_lines: list[int] = []
+        self.saw_data = False
+        self.ended = False
+
+    def __iter__(self) -> Iterator[str]:
+        for number, line in iter_lines(self.path):
+            self.number, self.text = number, line
+            text = line.strip()
+            if not self.saw_data and text and not text.startswith("%"):
+                low = text.lower()
+                if low.startswith("@attribute"):
+                    self.attribute_lines.append(number)
+                elif low.startswith("@data"):
+                    if not self.attribute_lines:
+                        raise ValueError(f"{self.path}:{number}: expected @attribute lines before @data")
+                    self.saw_data = True
+                elif not low.startswith("@relation"):
+                    raise ValueError(
+                        f"{self.path}:{number}: expected @relation, @attribute or @data in the "
+                        f"header; got {text!r}"
+                    )
+            yield line
+        self.ended = True
 
 
-def _split_name(rest: str) -> tuple[str, str]:
-    """Split ``name type`` where the name may be quoted."""
-    rest = rest.strip()
-    if rest and rest[0] in "'\"":
-        q = rest[0]
-        i = 1
-        while i < len(rest):
-            if rest[i] == "\\":
-                i += 2
-                continue
-            if rest[i] == q:
-                break
-            i += 1
-        if i >= len(rest):
-            raise ValueError("unterminated quoted name")
-        return rest[1:i].replace("\\" + q, q), rest[i + 1 :].strip()
-    parts = rest.split(None, 1)
-    if len(parts) != 2:
-        raise ValueError("expected '@attribute <name> <type>'")
-    return parts[0], parts[1].strip()
+#: what a header error of liac-arff means, by its exception class
+_HEADER_ERRORS = {
+    "BadAttributeType": "expected a numeric or nominal attribute type (string, date and relational "
+    "attributes are not supported)",
+    "BadAttributeFormat": "expected '@attribute <name> <type>'",
+    "BadRelationFormat": "expected '@relation <name>'",
+    "BadAttributeName": "expected distinct attribute names",
+    "BadNominalFormatting": "expected a nominal type {a,b,...}",
+    "BadLayout": "expected @relation, then @attribute lines, then @data",
+}
 
 
-def _split_values(text: str) -> list[str]:
-    """Comma-separated values with optional quotes (quotes removed)."""
-    if "'" not in text and '"' not in text:
-        return [v.strip() for v in text.split(",")]
-    out, cur, quote = [], [], ""
-    for ch in text:
-        if quote:
-            if ch == quote:
-                quote = ""
-            else:
-                cur.append(ch)
-        elif ch in "'\"":
-            quote = ch
-        elif ch == ",":
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if quote:
-        raise ValueError("unterminated quote")
-    out.append("".join(cur).strip())
-    return out
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _check_value(text: Optional[str], name: str, kind: object) -> Optional[str]:
+    """What is wrong with one value of attribute ``name`` (None if nothing)."""
+    if text is None or text == "?":
+        return f"missing value '?' for attribute {name!r} (not supported)"
+    if isinstance(kind, list):
+        if text not in kind:
+            return f"expected one of {{{','.join(kind)}}} for attribute {name!r}; got {text!r}"
+        return None
+    try:
+        float(text)
+    except ValueError:
+        return f"expected a number for attribute {name!r}; got {text!r}"
+    return None
+
+
+def _diagnose(row: str, attributes: list[tuple[str, object]]) -> str:
+    """Why liac-arff refused a data row, naming the attribute: the row is split again with
+    liac-arff's own tokenizer (``_parse_values``, ``_RE_SPARSE_KEY_VALUES``), so that quoting
+    is read as it reads it."""
+    n = len(attributes)
+    row = row.strip()
+    if row.startswith("{"):
+        if not row.endswith("}"):
+            return "expected a sparse row '{index value, ...}'"
+        for key, value in liac_arff._RE_SPARSE_KEY_VALUES.findall(row):
+            if not key:
+                return f"expected 'index value' in a sparse row; got {row[1:-1].strip()!r}"
+            if not 0 <= int(key) < n:
+                return f"expected an attribute index in 0..{n - 1}; got {int(key)}"
+            problem = _check_value(_unquote(value), *attributes[int(key)])
+            if problem:
+                return problem
+        return f"expected a sparse row '{{index value, ...}}'; got {row!r}"
+    try:
+        values = liac_arff._parse_values(row)
+    except liac_arff.ArffException:
+        return f"expected comma-separated values (quote values with spaces); got {row!r}"
+    if len(values) != n:
+        return f"expected {n} comma-separated values; got {len(values)}"
+    for value, (name, kind) in zip(values, attributes):
+        problem = _check_value(value, name, kind)
+        if problem:
+            return problem
+    return f"expected a valid data row; got {row!r}"
 
 
 def read_arff(
@@ -174,7 +220,7 @@ def read_arff(
     label_location: Literal["xml", "end"] = "xml",
     num_labels: Optional[int] = None,
 ) -> MultiLabelData:
-    """Read a (Mulan) ARFF file, dense or sparse.
+    """Read a (Mulan) ARFF file, dense or sparse, with liac-arff.
 
     Args:
         path: the ARFF file (``.gz`` transparently).
@@ -206,96 +252,53 @@ def read_arff(
     elif num_labels is None or num_labels < 1:
         raise ValueError(f"num_labels must be >= 1 with label_location='end'; got {num_labels}")
 
-    relation = ""
-    names: list[str] = []
-    kinds: list[Optional[tuple[str, ...]]] = []  # None = numeric, else nominal values
-    rows: list[np.ndarray] = []
+    lines = _Lines(path)
+    try:
+        arff = liac_arff.ArffDecoder().decode(lines, encode_nominal=True, return_type=liac_arff.DENSE_GEN)
+    except liac_arff.ArffException as err:
+        if lines.ended and not lines.saw_data:
+            raise ValueError(f"{path}: expected an @data section; found none") from None
+        reason = _HEADER_ERRORS.get(type(err).__name__, str(err))
+        raise ValueError(f"{path}:{lines.number}: {reason}; got {lines.text.strip()!r}") from None
+    attributes: list[tuple[str, object]] = [(str(a), t) for a, t in arff["attributes"]]
+    names = [a for a, _ in attributes]
+    for (name, kind), number in zip(attributes, lines.attribute_lines):
+        if kind == "STRING":
+            raise ValueError(
+                f"{path}:{number}: expected a numeric or nominal attribute type; got 'string'"
+            )
+    rows: list[list[object]] = []
     row_lines: list[int] = []
-    in_data = False
-    num_attr = 0
-    for number, line in iter_lines(path):
-        text = line.strip()
-        if not text or text.startswith("%"):
-            continue
-        where = f"{path}:{number}"
-        if not in_data:
-            low = text.lower()
-            if low.startswith("@relation"):
-                relation = _unquote(text[len("@relation") :].strip())
-            elif low.startswith("@attribute"):
-                try:
-                    name, kind = _split_name(text[len("@attribute") :])
-                except ValueError as err:
-                    raise ValueError(f"{where}: {err}; got {text!r}") from None
-                if kind.startswith("{"):
-                    if not kind.endswith("}"):
-                        raise ValueError(
-                            f"{where}: expected a nominal type {{a,b,...}}; got {kind!r}"
-                        )
-                    kinds.append(tuple(_split_values(kind[1:-1])))
-                elif kind.lower() in _NUMERIC:
-                    kinds.append(None)
-                else:
-                    raise ValueError(
-                        f"{where}: expected a numeric or nominal attribute type; got {kind!r} "
-                        "(string, date and relational attributes are not supported)"
-                    )
-                names.append(name)
-            elif low.startswith("@data"):
-                if not names:
-                    raise ValueError(f"{where}: expected @attribute lines before @data")
-                in_data = True
-                num_attr = len(names)
-                lookup = [_nominal_lookup(k) for k in kinds]
-            else:
-                raise ValueError(
-                    f"{where}: expected @relation, @attribute or @data in the header; got {text!r}"
-                )
-            continue
-        row = np.zeros(num_attr)
+    data_rows = iter(arff["data"])
+    while True:
         try:
-            if text.startswith("{"):
-                if not text.endswith("}"):
-                    raise ValueError("expected a sparse row '{index value, ...}'")
-                body = text[1:-1].strip()
-                seen: set[int] = set()
-                for entry in _split_values(body) if body else []:
-                    parts = entry.split(None, 1)
-                    if len(parts) != 2:
-                        raise ValueError(f"expected 'index value' in a sparse row; got {entry!r}")
-                    try:
-                        idx = int(parts[0])
-                    except ValueError:
-                        raise ValueError(
-                            f"expected an integer attribute index in a sparse row; got {parts[0]!r}"
-                        ) from None
-                    if not 0 <= idx < num_attr:
-                        raise ValueError(
-                            f"expected an attribute index in 0..{num_attr - 1}; got {idx}"
-                        )
-                    if idx in seen:
-                        raise ValueError(
-                            f"expected each attribute index at most once in a sparse row; index "
-                            f"{idx} ({names[idx]!r}) appears twice"
-                        )
-                    seen.add(idx)
-                    row[idx] = _value(parts[1].strip(), lookup[idx], names[idx])
-            else:
-                values = _split_values(text)
-                if len(values) != num_attr:
-                    raise ValueError(
-                        f"expected {num_attr} comma-separated values; got {len(values)}"
-                    )
-                if all(k is None for k in lookup):
-                    row = np.array([_number(v, names[i]) for i, v in enumerate(values)])
-                else:
-                    row = np.array([_value(v, lookup[i], names[i]) for i, v in enumerate(values)])
-        except ValueError as err:
-            raise ValueError(f"{where}: {err}") from None
-        rows.append(row)
-        row_lines.append(number)
-    if not in_data:
-        raise ValueError(f"{path}: expected an @data section; found none")
+            values = next(data_rows)
+        except StopIteration:
+            break
+        except liac_arff.ArffException:
+            raise ValueError(f"{path}:{lines.number}: {_diagnose(lines.text, attributes)}") from None
+        if lines.text.lstrip().startswith("{"):  # liac-arff keeps the last of repeated indices
+            keys = [int(k) for k, _ in liac_arff._RE_SPARSE_KEY_VALUES.findall(lines.text) if k]
+            if len(set(keys)) != len(keys):
+                twice = next(k for i, k in enumerate(keys) if k in keys[:i])
+                raise ValueError(
+                    f"{path}:{lines.number}: expected each attribute index at most once in a "
+                    f"sparse row; index {twice} ({names[twice]!r}) appears twice"
+                )
+        rows.append(values)
+        row_lines.append(lines.number)
+
+    data = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # None -> nan
+    bad_value = ~np.isfinite(data)
+    if bad_value.any():
+        r, c = (int(i) for i in np.argwhere(bad_value)[0])
+        problem = _check_value(None, names[c], attributes[c][1]) if rows[r][c] is None else (
+            f"expected a finite number for attribute {names[c]!r}; got {str(rows[r][c])!r}"
+        )
+        raise ValueError(f"{path}:{row_lines[r]}: {problem}")
+    for c, (_, kind) in enumerate(attributes):  # {0,1} is read by value, other nominals by index
+        if isinstance(kind, list) and sorted(kind) == ["0", "1"]:
+            data[:, c] = np.array([float(v) for v in kind])[data[:, c].astype(np.int64)]
 
     if label_location == "end":
         assert num_labels is not None
@@ -312,13 +315,13 @@ def read_arff(
         wanted = set(label_set)
         label_idx = [i for i, n in enumerate(names) if n in wanted]
     feature_idx = [i for i in range(len(names)) if i not in set(label_idx)]
-    data = np.stack(rows) if rows else np.zeros((0, len(names)))
     Y = data[:, label_idx]
     for j, i in enumerate(label_idx):
-        if kinds[i] is not None and set(kinds[i] or ()) != {"0", "1"}:
+        kind = attributes[i][1]
+        if isinstance(kind, list) and sorted(kind) != ["0", "1"]:
             raise ValueError(
                 f"{path}: expected label attribute {names[i]!r} to be {{0,1}}; "
-                f"got {{{','.join(kinds[i] or ())}}}"
+                f"got {{{','.join(kind)}}}"
             )
         bad = ~np.isin(Y[:, j], (0.0, 1.0))
         if bad.any():
@@ -331,42 +334,8 @@ def read_arff(
         Y=Y.astype(np.int64),
         feature_names=tuple(names[i] for i in feature_idx),
         label_names=tuple(names[i] for i in label_idx),
-        relation=relation,
+        relation=str(arff["relation"]),
     )
-
-
-def _nominal_lookup(values: Optional[tuple[str, ...]]) -> Optional[dict[str, float]]:
-    """Value -> number of a nominal attribute: its 0-based index, except ``{0,1}`` by value."""
-    if values is None:
-        return None
-    if set(values) == {"0", "1"} and len(values) == 2:
-        return {"0": 0.0, "1": 1.0}
-    return {v: float(i) for i, v in enumerate(values)}
-
-
-def _number(text: str, name: str) -> float:
-    if text == "?":
-        raise ValueError(f"missing value '?' for attribute {name!r} (not supported)")
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"expected a number for attribute {name!r}; got {text!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"expected a finite number for attribute {name!r}; got {text!r}")
-    return value
-
-
-def _value(text: str, lookup: Optional[dict[str, float]], name: str) -> float:
-    if lookup is None:
-        return _number(text, name)
-    if text == "?":
-        raise ValueError(f"missing value '?' for attribute {name!r} (not supported)")
-    try:
-        return lookup[text]
-    except KeyError:
-        raise ValueError(
-            f"expected one of {{{','.join(lookup)}}} for attribute {name!r}; got {text!r}"
-        ) from None
 
 
 def load_mulan(
