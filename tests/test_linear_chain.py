@@ -215,7 +215,7 @@ def test_bad_inputs() -> None:
         chain.kbest(p, 0)
     with pytest.raises(ValueError, match="num_labels must be an int >= 1; got 0"):
         LinearChain(0)
-    with pytest.raises(TypeError, match="must be a single tensor"):
+    with pytest.raises(TypeError, match=r"must be a tensor \(B, N, C, C\) or ChainPotentials"):
         chain.log_partition((p, p))
 
 

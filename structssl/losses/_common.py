@@ -186,14 +186,8 @@ def violator_candidates(
     else:
         ref = as_tuple(potentials)[0]
         scale = cost_scale(lengths, normalize, ref.dtype)
-        cost_pot = as_tuple(structure.hamming_potentials(target, lengths))
-        aug_pot = like(
-            potentials,
-            [
-                p + scale.view((-1,) + (1,) * (p.dim() - 1)) * c.to(p.dtype)
-                for p, c in zip(as_tuple(potentials), cost_pot)
-            ],
-        )
+        # through the structure: it knows its potentials layout (e.g. factored chains)
+        aug_pot = structure.cost_augmented_potentials(potentials, target, lengths, scale)
         if k == 1:
             labels, aug, valid = _best_other(structure, aug_pot, target, lengths)
         else:

@@ -469,13 +469,20 @@ class Structure:
         potentials: Potentials,
         target: Tensor,
         lengths: Optional[Tensor] = None,
-        scale: float = 1.0,
+        scale: Union[float, Tensor] = 1.0,
     ) -> Potentials:
-        """``potentials + scale * Delta_hamming(target, .)`` written in parts."""
+        """``potentials + scale * Delta_hamming(target, .)`` written in parts.
+
+        ``scale``: a number, or a (B,) tensor of per-example factors."""
         cost = self.hamming_potentials(target, lengths)
+
+        def scaled(p: Tensor, c: Tensor) -> Tensor:
+            if isinstance(scale, Tensor):
+                return scale.to(p.dtype).view((-1,) + (1,) * (p.dim() - 1)) * c.to(p.dtype)
+            return scale * c.to(p.dtype)
+
         return like(
-            potentials,
-            [p + scale * c.to(p.dtype) for p, c in zip(as_tuple(potentials), as_tuple(cost))],
+            potentials, [p + scaled(p, c) for p, c in zip(as_tuple(potentials), as_tuple(cost))]
         )
 
     def cost_augmented_argmax(

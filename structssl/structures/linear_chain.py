@@ -7,9 +7,12 @@ part (rows 1.. are never used and get zero marginals); positions ``t >= n`` are 
 Unary, transition, start and end potentials fold into this layout with
 :meth:`LinearChain.potentials_from` (end potentials go to each example's last edge).
 
-Potentials: (B, N, C, C). Labels: (B, N) long, 0 at padded positions.
-Time O(B N C^2), memory O(B N C^2) (the potentials themselves; backpointers are O(B N C)).
-k-best is list Viterbi: time O(B N C^2 k log k), memory O(B N C k).
+Potentials: (B, N, C, C), or factored: :class:`ChainPotentials` (emissions (B, N, C),
+transitions (B, C, C) (a shared (C, C) matrix expanded), start and end (B, C)), which every
+operation accepts without building the (B, N, C, C) tensor. Labels: (B, N) long, 0 at padded
+positions.
+Time O(B N C^2); memory O(B N C^2) for edge potentials, O(B N C + B C^2) factored
+(backpointers are O(B N C)). k-best is list Viterbi: time O(B N C^2 k log k), memory O(B N C k).
 
 References: Rabiner (1989) for Viterbi and forward-backward; Seshadri and Sundberg (1994)
 for the list Viterbi algorithm.
@@ -17,15 +20,23 @@ for the list Viterbi algorithm.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
 
 from structssl.semirings import Log, Semiring, SmoothMax
+from structssl.structures._chain_factored import (
+    ChainPotentials,
+    Plan,
+    exp_space_exact,
+    factored_kbest,
+    factored_log_partition,
+    factored_viterbi,
+)
 from structssl.structures.base import Potentials, Structure, positive_int, semiring_sum
 
-__all__ = ["LinearChain", "bio_allowed_transitions"]
+__all__ = ["LinearChain", "ChainPotentials", "bio_allowed_transitions"]
 
 
 class LinearChain(Structure):
@@ -41,6 +52,14 @@ class LinearChain(Structure):
             so it is exact at any scale). Both run inside a fused autograd function: the
             backward computes the edge marginals by one outside recursion over the stored
             forward variables (no autograd graph through the per-step ops).
+
+    Factored potentials (:class:`ChainPotentials`): log Z and marginals run in exp space (one
+    matrix product with the shared transitions per step, per-step rescaling, the beta recursion
+    in the backward) when that is provably exact (every potential finite and a bounded range,
+    see :func:`~structssl.structures._chain_factored.exp_space_exact`); otherwise (``-inf``
+    masks, extreme scales) they go through the edge layout and ``log_kernel``. Viterbi and
+    k-best always run on the factors. The marginals of factored potentials are factored:
+    node marginals (B, N, C), expected transition counts (B, C, C), first / last label (B, C).
 
     Infinities: ``-inf`` forbids a part (exact, at any scale); positions ``>= lengths`` may hold
     anything; ``+inf`` / NaN at valid positions and examples with no valid structure raise
@@ -124,7 +143,8 @@ class LinearChain(Structure):
                     f"(the end potentials go to position lengths - 1); got {got}"
                 )
             last = torch.arange(n, device=dev) == (lengths.view(b, 1) - 1)  # (B, N)
-            unary = unary + last.unsqueeze(2).to(unary.dtype) * end.view(-1, 1, c)  # (B, N, C)
+            # where, not a product: a -inf end potential must not give 0 * -inf = NaN elsewhere
+            unary = unary + torch.where(last.unsqueeze(2), end.view(-1, 1, c), 0.0)  # (B, N, C)
         # edge: (B or 1, N, C, C) potentials that do not depend on the position's own label
         # score: transitions for t >= 1, start on row 0 (the virtual start state) at t = 0
         if transition is None:
@@ -148,19 +168,42 @@ class LinearChain(Structure):
         elif start.shape[-1] != c or start.dim() > 2:
             raise ValueError(f"start must have shape (C,) or (B, C); got {tuple(start.shape)}")
         else:
-            first = (row0 * start.view(-1, 1, c)).unsqueeze(1)  # (B or 1, 1, C, C)
+            first = torch.where(row0, start.view(-1, 1, c), 0.0).unsqueeze(1)  # (B or 1, 1, C, C)
         rows = max(first.shape[0], rest.shape[0])
         edge = torch.cat([first.expand(rows, 1, c, c), rest.expand(rows, n - 1, c, c)], dim=1)
         return unary.unsqueeze(2) + edge  # (B, N, C, C): [t, i, j] = u[t, j] + edge[t, i, j]
 
+    def edge_potentials(self, potentials: Potentials, lengths: Optional[Tensor] = None) -> Tensor:
+        """The (B, N, C, C) edge layout of ``potentials`` (returned as is when already edges).
+
+        Differentiable; for the operations that need the edge layout (constraint features,
+        per-position transitions), and the reference the factored path is tested against.
+        """
+        potentials, lengths = self.check(potentials, lengths)
+        return self._edges(potentials, lengths)
+
+    @staticmethod
+    def _edges(potentials: Potentials, lengths: Tensor) -> Tensor:
+        if isinstance(potentials, Tensor):
+            return potentials
+        assert isinstance(potentials, ChainPotentials)
+        return LinearChain.potentials_from(*potentials, lengths=lengths)
+
     # ------------------------------------------------------------------ checks
-    def _check(self, potentials: Potentials, lengths: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    def _check(self, potentials: Potentials, lengths: Optional[Tensor]) -> tuple[Potentials, Tensor]:
+        c = self.num_labels
+        if isinstance(potentials, ChainPotentials):
+            if not c:
+                raise ValueError(
+                    "LinearChain num_labels is not set: pass num_labels=C, or train it through a "
+                    "procedure whose data module gives it"
+                )
+            return self._check_factored(potentials, lengths)
         if not isinstance(potentials, Tensor):
             raise TypeError(
-                f"LinearChain potentials must be a single tensor (B, N, C, C); got a "
+                f"LinearChain potentials must be a tensor (B, N, C, C) or ChainPotentials; got a "
                 f"{type(potentials).__name__}"
             )
-        c = self.num_labels
         if not c:
             raise ValueError(
                 "LinearChain num_labels is not set: pass num_labels=C, or train it through a "
@@ -176,8 +219,42 @@ class LinearChain(Structure):
             raise ValueError(f"potentials must have N >= 1 positions; got shape {tuple(potentials.shape)}")
         return potentials, self.check_lengths(lengths, b, n, potentials.device)
 
+    def _check_factored(
+        self, potentials: ChainPotentials, lengths: Optional[Tensor]
+    ) -> tuple[ChainPotentials, Tensor]:
+        c = self.num_labels
+        emissions = potentials.emissions
+        if emissions.dim() != 3 or emissions.shape[2] != c or emissions.shape[1] == 0:
+            raise ValueError(
+                f"potentials.emissions must have shape (B, N, C) with N >= 1 and C = num_labels = "
+                f"{c}; got {tuple(emissions.shape)}"
+            )
+        b, n, _ = emissions.shape
+        for name, x, shape in (
+            ("transitions", potentials.transitions, (b, c, c)),
+            ("start", potentials.start, (b, c)),
+            ("end", potentials.end, (b, c)),
+        ):
+            if tuple(x.shape) != shape:
+                raise ValueError(
+                    f"potentials.{name} must have shape {shape} (B = {b} from the emissions, "
+                    f"C = {c}; a shared factor is expanded, see ChainPotentials.from_factors); got "
+                    f"{tuple(x.shape)}"
+                )
+            if x.dtype != emissions.dtype:
+                raise ValueError(
+                    f"potentials.{name} must have the dtype of potentials.emissions "
+                    f"({emissions.dtype}); got {x.dtype}"
+                )
+        return potentials, self.check_lengths(lengths, b, n, emissions.device)
+
     def valid_masks(self, potentials: Potentials, lengths: Tensor) -> tuple[Optional[Tensor], ...]:
-        """(B, N, 1, 1): positions ``< lengths`` (padding may hold anything, even +inf / NaN)."""
+        """(B, N, 1, 1): positions ``< lengths`` (padding may hold anything, even +inf / NaN);
+        for factored potentials (B, N, 1) on the emissions (the other fields have no padding)."""
+        if isinstance(potentials, ChainPotentials):
+            n = potentials.emissions.shape[1]
+            mask = self.valid_mask(lengths, n).unsqueeze(2) if _ragged(lengths, n) else None
+            return (mask, None, None, None)
         assert isinstance(potentials, Tensor)
         n = potentials.shape[1]
         if not _ragged(lengths, n):
@@ -218,12 +295,20 @@ class LinearChain(Structure):
         # The dynamic programs below ignore padded positions themselves (per-step masks), so the
         # padding is zeroed (one full pass, by the base class) only when some entry is not
         # finite: -inf masks, or +inf / NaN that must be rejected at valid positions.
-        assert isinstance(potentials, Tensor)
-        if not self.validate or bool(torch.isfinite(potentials.detach().sum())):
+        if isinstance(potentials, ChainPotentials):
+            sums = torch.stack([x.detach().sum().to(potentials.emissions.dtype) for x in potentials])
+            finite = bool(torch.isfinite(sums).all())
+        else:
+            assert isinstance(potentials, Tensor)
+            finite = bool(torch.isfinite(potentials.detach().sum()))
+        if not self.validate or finite:
             return potentials
         return super()._check_values(potentials, lengths)
 
-    def _inside(self, potentials: Tensor, lengths: Tensor, semiring: Semiring) -> Tensor:
+    def _inside(self, potentials: Potentials, lengths: Tensor, semiring: Semiring) -> Tensor:
+        if isinstance(potentials, ChainPotentials):
+            return self._inside_factored(potentials, lengths, semiring)
+        assert isinstance(potentials, Tensor)
         if isinstance(semiring, Log):
             return _ChainLogPartition.apply(potentials, lengths, self.log_kernel)
         if isinstance(semiring, SmoothMax):
@@ -232,7 +317,25 @@ class LinearChain(Structure):
             return temperature * _ChainLogPartition.apply(scaled, lengths, self.log_kernel)
         return _inside_loop(potentials, lengths, semiring)
 
-    def _argmax(self, potentials: Tensor, lengths: Tensor) -> Tensor:
+    def _inside_factored(self, potentials: ChainPotentials, lengths: Tensor, semiring: Semiring) -> Tensor:
+        if isinstance(semiring, (Log, SmoothMax)):
+            temperature = semiring.temperature if isinstance(semiring, SmoothMax) else 1.0
+            scaled = potentials if temperature == 1.0 else ChainPotentials(
+                *(x / temperature for x in potentials)
+            )
+            plan = Plan(lengths)
+            with torch.no_grad():
+                emissions_tm = plan.time_major(scaled.emissions.detach())
+            if exp_space_exact(as_detached_chain(scaled), plan, emissions_tm):
+                return temperature * factored_log_partition(scaled, lengths, plan, emissions_tm)
+            return self._inside(self._edges(potentials, lengths), lengths, semiring)
+        # Max / KMax inside passes (differentiable scores) on the edge layout
+        return _inside_loop(self._edges(potentials, lengths), lengths, semiring)
+
+    def _argmax(self, potentials: Potentials, lengths: Tensor) -> Tensor:
+        if isinstance(potentials, ChainPotentials):
+            return factored_viterbi(potentials, Plan(lengths), potentials.emissions.shape[1])
+        assert isinstance(potentials, Tensor)
         b, n, c, _ = potentials.shape
         steps = potentials.unbind(1)
         active = _active_steps(lengths, n)
@@ -256,7 +359,10 @@ class LinearChain(Structure):
         # padded positions repeat the last label (identity backpointers): zero them
         return out if active is None else torch.where(self.valid_mask(lengths, n), out, 0)
 
-    def _kbest(self, potentials: Tensor, k: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    def _kbest(self, potentials: Potentials, k: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        if isinstance(potentials, ChainPotentials):
+            return factored_kbest(potentials, k, Plan(lengths), potentials.emissions.shape[1])
+        assert isinstance(potentials, Tensor)
         b, n, c, _ = potentials.shape
         dev = potentials.device
         steps = potentials.unbind(1)
@@ -301,13 +407,19 @@ class LinearChain(Structure):
         return parts.view(b, n, c, c)
 
     def from_parts(self, parts: Potentials, lengths: Optional[Tensor] = None) -> Tensor:
-        """Edge parts or marginals (B, N, C, C) to labels (B, N): the most likely label per
-        position (exact for 0/1 parts)."""
-        if not isinstance(parts, Tensor) or parts.dim() != 4:
-            raise ValueError("parts must be a tensor of shape (B, N, C, C)")
-        b, n = parts.shape[:2]
-        lengths = self.check_lengths(lengths, b, n, parts.device)
-        labels = self.node_parts(parts).argmax(dim=2)
+        """Edge parts or marginals (B, N, C, C), or factored marginals (:class:`ChainPotentials`),
+        to labels (B, N): the most likely label per position (exact for 0/1 parts)."""
+        if isinstance(parts, ChainPotentials):
+            nodes = parts.emissions
+            if not isinstance(nodes, Tensor) or nodes.dim() != 3:
+                raise ValueError("parts.emissions must be a tensor of shape (B, N, C)")
+        elif not isinstance(parts, Tensor) or parts.dim() != 4:
+            raise ValueError("parts must be a tensor of shape (B, N, C, C) or ChainPotentials")
+        else:
+            nodes = self.node_parts(parts)
+        b, n = nodes.shape[:2]
+        lengths = self.check_lengths(lengths, b, n, nodes.device)
+        labels = nodes.argmax(dim=2)
         return torch.where(self.valid_mask(lengths, n), labels, 0)
 
     @staticmethod
@@ -343,7 +455,33 @@ class LinearChain(Structure):
         lengths = self.check_lengths(lengths, labels.shape[0], labels.shape[1], labels.device)
         return self.check_labels(labels, lengths, name), lengths
 
+    def cost_augmented_potentials(
+        self,
+        potentials: Potentials,
+        target: Tensor,
+        lengths: Optional[Tensor] = None,
+        scale: Union[float, Tensor] = 1.0,
+    ) -> Potentials:
+        """``potentials + scale * Delta_hamming(target, .)``; on factored potentials the cost
+        goes to the emissions only (it does not depend on the previous label).
+
+        ``scale``: a number, or (B,) per-example factors."""
+        if not isinstance(potentials, ChainPotentials):
+            return super().cost_augmented_potentials(potentials, target, lengths, scale)
+        emissions = potentials.emissions
+        b, n, c = emissions.shape
+        target, lengths = self._labels_and_lengths(target, lengths, "target")
+        wrong = 1.0 - torch.nn.functional.one_hot(target, c).to(emissions.dtype)  # (B, N, C)
+        wrong = wrong * self.valid_mask(lengths, n).unsqueeze(2)
+        if isinstance(scale, Tensor):
+            wrong = wrong * scale.to(emissions.dtype).view(-1, 1, 1)
+        else:
+            wrong = wrong * scale
+        return potentials._replace(emissions=emissions + wrong)
+
     def _score(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
+        if isinstance(potentials, ChainPotentials):
+            return _factored_score(potentials, labels, lengths)
         # gather instead of the dense dot product with one-hot parts: O(B N) not O(B N C^2)
         assert isinstance(potentials, Tensor)
         b, n, c, _ = potentials.shape
@@ -374,7 +512,8 @@ class LinearChain(Structure):
         add them to the potentials.
 
         Args:
-            potentials: (B, N, C, C).
+            potentials: (B, N, C, C), or :class:`ChainPotentials` (the result is then factored
+                too: label masks go to the emissions, transition masks to the transitions).
             lengths: (B,).
             allowed_transitions: (C, C) bool, ``[i, j]`` True iff label i may precede label j.
             allowed_labels: (B, N, C) or (N, C) or (C,) bool, labels allowed per position.
@@ -388,14 +527,14 @@ class LinearChain(Structure):
                 with no allowed label (e.g. a masked-out first token).
         """
         potentials, lengths = self.check(potentials, lengths)
-        assert isinstance(potentials, Tensor)
-        b, n, c, _ = potentials.shape
-        dev = potentials.device
-        allowed = torch.ones(b, n, c, c, dtype=torch.bool, device=dev)
+        factored = isinstance(potentials, ChainPotentials)
+        ref = potentials.emissions if isinstance(potentials, ChainPotentials) else potentials
+        assert isinstance(ref, Tensor)
+        b, n, c = ref.shape[0], ref.shape[1], self.num_labels
+        dev = ref.device
         nodes = torch.ones(b, n, c, dtype=torch.bool, device=dev)
         if allowed_transitions is not None:
             _expect_bool(allowed_transitions, (c, c), "allowed_transitions")
-            allowed[:, 1:] &= allowed_transitions
         if allowed_labels is not None:
             if allowed_labels.dtype != torch.bool or allowed_labels.shape[-1] != c:
                 raise ValueError(
@@ -429,20 +568,30 @@ class LinearChain(Structure):
                     f"{where[0]}, position {where[1]} (expected at least one allowed label per "
                     "position within lengths)"
                 )
-        allowed &= nodes.unsqueeze(2)
         if self.validate:
-            self._check_reachable(allowed, lengths)
+            self._check_reachable(nodes, allowed_transitions, lengths)
+        if isinstance(potentials, ChainPotentials):
+            every = torch.ones((), dtype=torch.bool, device=dev)
+            trans = every if allowed_transitions is None else allowed_transitions.to(dev)
+            return self.mask_potentials(potentials, ChainPotentials(nodes, trans, every, every))
+        allowed = nodes.unsqueeze(2).expand(b, n, c, c).clone()
+        if allowed_transitions is not None:
+            allowed[:, 1:] &= allowed_transitions.to(dev)
         return self.mask_potentials(potentials, allowed)
 
-    def _check_reachable(self, allowed: Tensor, lengths: Tensor) -> None:
-        """Raise when the allowed parts leave some example with no complete labelling (a
-        forward pass over the allowed graph)."""
-        b, n = allowed.shape[:2]
-        reach = allowed[:, 0, 0, :]  # (B, C): labels reachable at t = 0
-        dead = torch.zeros(b, dtype=torch.bool, device=allowed.device)
+    def _check_reachable(self, nodes: Tensor, transitions: Optional[Tensor], lengths: Tensor) -> None:
+        """Raise when the allowed labels (B, N, C) and transitions (C, C) leave some example
+        with no complete labelling (a forward pass over the allowed graph)."""
+        b, n = nodes.shape[:2]
+        reach = nodes[:, 0]  # (B, C): labels reachable at t = 0
+        dead = torch.zeros(b, dtype=torch.bool, device=nodes.device)
+        trans = None if transitions is None else transitions.to(nodes.device)
         for t in range(n):
             if t:
-                step = (reach.unsqueeze(2) & allowed[:, t]).any(dim=1)
+                if trans is None:
+                    step = reach.any(dim=1, keepdim=True) & nodes[:, t]
+                else:
+                    step = (reach.unsqueeze(2) & trans).any(dim=1) & nodes[:, t]
                 reach = torch.where((t < lengths).view(b, 1), step, reach)
             dead |= ~reach.any(dim=1) & (t < lengths)
         if bool(dead.any()):
@@ -452,6 +601,27 @@ class LinearChain(Structure):
                 f"{which[:10]}{' ...' if len(which) > 10 else ''}): no sequence of allowed labels "
                 "and allowed transitions covers its length"
             )
+
+
+def as_detached_chain(potentials: ChainPotentials) -> ChainPotentials:
+    return ChainPotentials(*(x.detach() for x in potentials))
+
+
+def _factored_score(potentials: ChainPotentials, labels: Tensor, lengths: Tensor) -> Tensor:
+    """Scores (B,) of labels (B, N) under factored potentials, by gathers (differentiable)."""
+    emissions, transitions, start, end = potentials
+    b, n, c = emissions.shape
+    if labels.shape != (b, n):
+        raise ValueError(f"labels must have shape (B, N) = ({b}, {n}); got {tuple(labels.shape)}")
+    valid = LinearChain.valid_mask(lengths, n)  # (B, N)
+    # where, not a product: padding may hold -inf
+    total = torch.where(valid, emissions.gather(2, labels.unsqueeze(2)).squeeze(2), 0.0).sum(1)
+    if n > 1:
+        pairs = (labels[:, :-1] * c + labels[:, 1:])  # (B, N - 1)
+        trans = transitions.reshape(b, c * c).gather(1, pairs)
+        total = total + torch.where(valid[:, 1:], trans, 0.0).sum(1)
+    last = labels.gather(1, (lengths - 1).unsqueeze(1))  # (B, 1)
+    return total + start.gather(1, labels[:, :1]).squeeze(1) + end.gather(1, last).squeeze(1)
 
 
 def _ragged(lengths: Tensor, max_length: int) -> bool:

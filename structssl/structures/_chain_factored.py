@@ -1,0 +1,517 @@
+"""Factored linear-chain potentials and the dynamic programs that run on them directly.
+
+A chain whose edge potentials are ``emissions[t, j] + transitions[i, j]`` (plus ``start[j]`` at
+the first and ``end[j]`` at the last position) never needs the (B, N, C, C) edge tensor: the
+recursions below read the (B, N, C) emissions and one (C, C) transition matrix per step. This is
+C times less memory and, on a CPU, far fewer and smaller per-step operations.
+
+- :class:`ChainPotentials`: the typed container (every field batch first, so that the generic
+  batch operations of the losses, ``index_select`` / ``repeat_interleave`` along dim 0, apply
+  to every field).
+- :func:`factored_log_partition`: log Z by a forward recursion in exp space (one matrix product
+  with the shared transitions per step, per-step rescaling), as an autograd function whose
+  backward runs the beta recursion in the same space and returns the part marginals. It is
+  exact only when no intermediate can underflow: :func:`exp_space_exact` checks the bound
+  (all potentials finite and a bounded dynamic range, see there); otherwise the caller takes
+  the log-space path.
+- :func:`factored_viterbi`, :func:`factored_kbest`: max-plus and list Viterbi on factored
+  potentials with tensor backtracking.
+
+Ragged batches are processed packed: examples sorted by decreasing length, time major, and at
+step ``t`` only the ``batch_sizes[t]`` examples still running are touched (no per-step masks,
+no steps past the longest example).
+
+Internal module: the public entry point is :class:`~structssl.structures.LinearChain`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+__all__ = ["ChainPotentials"]
+
+
+class ChainPotentials(NamedTuple):
+    """Factored log-potentials of a first-order chain.
+
+    The score of labels ``y`` of an example of length ``n`` is
+    ``sum_{t<n} emissions[t, y_t] + sum_{1<=t<n} transitions[y_{t-1}, y_t] + start[y_0]
+    + end[y_{n-1}]``, the same structures and scores as the (B, N, C, C) layout of
+    :meth:`LinearChain.potentials_from <structssl.structures.LinearChain.potentials_from>`.
+
+    Fields (all batch first):
+        emissions: (B, N, C); positions ``>= lengths`` are padding and may hold anything.
+        transitions: (B, C, C), ``[b, i, j]`` for ``y_{t-1} = i -> y_t = j``. A matrix shared
+            by the batch is passed expanded (``T.expand(B, C, C)``, no copy; see
+            :meth:`from_factors`); the dynamic programs detect sharing and use one matrix
+            product per step.
+        start: (B, C) potentials of the first label.
+        end: (B, C) potentials of each example's last label (at position ``lengths - 1``).
+
+    Marginals of a ``ChainPotentials`` are a ``ChainPotentials`` of the same shapes: node
+    marginals, expected transition counts per example, and the first and last label marginals.
+    """
+
+    emissions: Tensor
+    transitions: Tensor
+    start: Tensor
+    end: Tensor
+
+    @classmethod
+    def from_factors(
+        cls,
+        emissions: Tensor,
+        transitions: Optional[Tensor] = None,
+        start: Optional[Tensor] = None,
+        end: Optional[Tensor] = None,
+    ) -> "ChainPotentials":
+        """Build from a (C, C) or (B, C, C) transition matrix and (C,) or (B, C) start / end
+        (each default zero); shared factors are expanded along the batch without a copy.
+
+        Shape:
+            emissions: (B, N, C) -> fields (B, N, C), (B, C, C), (B, C), (B, C).
+        """
+        if not isinstance(emissions, Tensor) or emissions.dim() != 3:
+            got = tuple(emissions.shape) if isinstance(emissions, Tensor) else type(emissions).__name__
+            raise ValueError(f"emissions must have shape (B, N, C); got {got}")
+        b, _, c = emissions.shape
+        zero = emissions.new_zeros(())
+
+        def batched(x: Optional[Tensor], shape: tuple[int, ...], name: str) -> Tensor:
+            if x is None:
+                return zero.expand((b,) + shape)
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
+            if tuple(x.shape) == shape:
+                return x.expand((b,) + shape)
+            if tuple(x.shape) == (b,) + shape:
+                return x
+            want = " or ".join(str(s) for s in (shape, (b,) + shape))
+            raise ValueError(f"{name} must have shape {want}; got {tuple(x.shape)}")
+
+        return cls(
+            emissions,
+            batched(transitions, (c, c), "transitions"),
+            batched(start, (c,), "start"),
+            batched(end, (c,), "end"),
+        )
+
+
+# ---------------------------------------------------------------------- packing
+class Plan:
+    """How a ragged batch is walked: examples by decreasing length, time major.
+
+    Attributes:
+        order: (B,) long, sorted position -> example (``None``: already sorted).
+        inverse: (B,) long, example -> sorted position (``None`` with ``order``).
+        lengths: (B,) long sorted lengths; ``lengths_list`` the same as Python ints.
+        n: steps to run, the longest length.
+        batch_sizes: Python ints, ``batch_sizes[t]`` = examples with length > t.
+        ragged: some example is shorter than ``n``.
+    """
+
+    def __init__(self, lengths: Tensor) -> None:
+        b = lengths.shape[0]
+        lens = lengths.tolist()
+        self.n = max(lens)
+        self.ragged = min(lens) != self.n
+        descending = all(lens[i] >= lens[i + 1] for i in range(b - 1))
+        if descending:
+            self.order: Optional[Tensor] = None
+            self.inverse: Optional[Tensor] = None
+            self.lengths = lengths
+            sorted_lens = lens
+        else:
+            sorted_len, order = torch.sort(lengths, descending=True, stable=True)
+            self.order = order
+            self.inverse = torch.empty_like(order)
+            self.inverse[order] = torch.arange(b, device=order.device)
+            self.lengths = sorted_len
+            sorted_lens = sorted(lens, reverse=True)
+        self.lengths_list = sorted_lens
+        counts = [0] * (self.n + 1)
+        for length in sorted_lens:
+            counts[length] += 1
+        sizes, alive = [], b
+        for t in range(self.n):
+            alive -= counts[t]
+            sizes.append(alive)
+        self.batch_sizes = sizes
+        self.rows = torch.arange(b, device=lengths.device)
+
+    def sort(self, x: Tensor) -> Tensor:
+        """Batch-first ``x`` in sorted example order (no copy when already sorted)."""
+        return x if self.order is None else x.index_select(0, self.order)
+
+    def unsort(self, x: Tensor) -> Tensor:
+        """Inverse of :meth:`sort`."""
+        return x if self.inverse is None else x.index_select(0, self.inverse)
+
+    def valid(self) -> Tensor:
+        """(n, B, 1) bool, time major sorted: ``t < lengths``."""
+        t = torch.arange(self.n, device=self.lengths.device).view(-1, 1, 1)
+        return t < self.lengths.view(1, -1, 1)
+
+    def time_major(self, emissions: Tensor) -> Tensor:
+        """(B, N, C) -> (n, B, C) sorted, time major, contiguous, padding set to 0."""
+        x = self.sort(emissions[:, : self.n]).transpose(0, 1)
+        if self.ragged:
+            return torch.where(self.valid(), x, x.new_zeros(()))
+        return x.clone(memory_format=torch.contiguous_format)  # a copy even when contiguous
+
+    def batch_major(self, x: Tensor, n_total: int) -> Tensor:
+        """(n, B, C) time major sorted -> (B, n_total, C) in example order (zeros past n)."""
+        out = self.unsort(x.transpose(0, 1))
+        if n_total > self.n:
+            pad = out.new_zeros(out.shape[0], n_total - self.n, out.shape[2])
+            out = torch.cat([out, pad], dim=1)
+        return out.contiguous()
+
+    def last(self, x: Tensor) -> Tensor:
+        """Rows of (n, B, C) at each sorted example's last position. Shape (B, C)."""
+        if not self.ragged:
+            return x[-1]
+        return x[self.lengths - 1, self.rows]
+
+
+def shared_transitions(transitions: Tensor) -> bool:
+    """Whether every example has the same (C, C) transition matrix (an expanded view, or
+    equal values)."""
+    if transitions.shape[0] == 1 or transitions.stride(0) == 0:
+        return True
+    return bool((transitions == transitions[:1]).all())
+
+
+# ---------------------------------------------------------------------- exp-space log Z
+def _range(x: Tensor, dims: tuple[int, ...]) -> float:
+    return float((x.amax(dim=dims) - x.amin(dim=dims)).max()) if x.numel() else 0.0
+
+
+def exp_space_exact(potentials: ChainPotentials, plan: Plan, emissions_tm: Tensor) -> bool:
+    """Whether the exp-space recursion is exact for these potentials (no underflow possible).
+
+    With emissions, transitions and end rescaled to a maximum of 1 per position, and the
+    forward and backward vectors normalised to sum 1 at every step, every entry of every
+    intermediate is at least ``exp(-2 (R_T + R_u + R_e) - 4 log C)``, where ``R_T`` is the range
+    (max - min) of the transitions, ``R_u`` the largest range over labels of the emissions at a
+    valid position (start included) and ``R_e`` that of the end potentials: with every
+    potential finite, ``alpha_t[j] - max(alpha_t) >= -(R_T + R_u)`` at every step, so nothing is
+    ever lost, whatever the length. When that floor is a normal floating-point number, every
+    product and sum of these non-negative numbers is exact to relative rounding error and the
+    result equals the log-space recursion up to rounding. Infinite potentials (``-inf`` masks)
+    or a larger range fail the check and go to the log-space path.
+    """
+    dtype = emissions_tm.dtype
+    checks = [emissions_tm.sum(), potentials.transitions.sum(), potentials.end.sum(), potentials.start.sum()]
+    if not bool(torch.isfinite(torch.stack([c.to(dtype) for c in checks])).all()):
+        return False
+    c = emissions_tm.shape[-1]
+    spread = (
+        _range(potentials.transitions, (1, 2))
+        + _range(emissions_tm, (2,))
+        + _range(potentials.end, (1,))
+    )
+    floor = -math.log(torch.finfo(dtype).tiny)  # about 87 (float32), 708 (float64)
+    return 2.0 * spread + 4.0 * math.log(c) + 4.0 < floor
+
+
+class _Forward(NamedTuple):
+    ex: Tensor  # (n, B, C) exp(u - max u), start folded in at t = 0
+    scale: Tensor  # (n, B, 1) per-step sums (1 past each length)
+    alpha: Tensor  # (n, B, C) normalised forward vectors (0 past each length)
+    weights: Tensor  # (C, C) or (B, C, C) exp(T - max T)
+    end_weights: Tensor  # (B, C) exp(end - max end)
+    log_z: Tensor  # (B,) sorted
+
+
+def _exp_forward(u: Tensor, transitions: Tensor, start: Tensor, end: Tensor, plan: Plan,
+                 shared: bool) -> _Forward:
+    """Forward recursion in exp space on sorted, time-major inputs (see the module docstring)."""
+    n, b, c = u.shape
+    u = u.clone()  # the caller's time-major copy is reused by nobody else, but stay safe
+    u[0] += start
+    top = u.amax(dim=2, keepdim=True)  # (n, B, 1); 0 at padding (zeroed emissions)
+    ex = (u - top).exp_()
+    if shared:
+        t_max = transitions[0].max()
+        weights = (transitions[0] - t_max).exp()  # (C, C)
+        trans_shift = t_max * (plan.lengths - 1).to(u.dtype)  # (B,)
+    else:
+        t_max = transitions.amax(dim=(1, 2))  # (B,)
+        weights = (transitions - t_max.view(b, 1, 1)).exp()  # (B, C, C)
+        trans_shift = t_max * (plan.lengths - 1).to(u.dtype)
+    alpha = torch.zeros_like(ex)
+    scale = torch.ones(n, b, 1, dtype=u.dtype, device=u.device)
+    torch.sum(ex[0], dim=1, keepdim=True, out=scale[0])
+    torch.div(ex[0], scale[0], out=alpha[0])
+    sizes = plan.batch_sizes
+    for t in range(1, n):
+        k = sizes[t]
+        step = alpha[t, :k]
+        if shared:
+            torch.mm(alpha[t - 1, :k], weights, out=step)
+        else:
+            torch.bmm(alpha[t - 1, :k].unsqueeze(1), weights[:k], out=step.unsqueeze(1))
+        step.mul_(ex[t, :k])
+        torch.sum(step, dim=1, keepdim=True, out=scale[t, :k])
+        step.div_(scale[t, :k])
+    end_max = end.amax(dim=1, keepdim=True)  # (B, 1)
+    end_weights = (end - end_max).exp()
+    final = (plan.last(alpha) * end_weights).sum(dim=1)  # (B,)
+    log_z = (
+        scale.log().sum(dim=(0, 2)) + top.sum(dim=(0, 2)) + trans_shift + final.log()
+        + end_max.squeeze(1)
+    )
+    return _Forward(ex, scale, alpha, weights, end_weights, log_z)
+
+
+def _exp_backward(fwd: _Forward, plan: Plan, shared: bool, grad: Tensor,
+                  need_transitions: bool) -> tuple[Tensor, Optional[Tensor], Tensor, Tensor]:
+    """Beta recursion in exp space and the marginals times ``grad`` (B,), sorted.
+
+    Returns node marginals (n, B, C) time major, transition counts (B, C, C) (or ``None``),
+    first and last label marginals (B, C).
+    """
+    ex, alpha, weights = fwd.ex, fwd.alpha, fwd.weights
+    n, b, c = ex.shape
+    beta = torch.zeros_like(ex)
+    ratio = torch.ones(n, b, 1, dtype=ex.dtype, device=ex.device)
+    end_beta = fwd.end_weights / fwd.end_weights.sum(dim=1, keepdim=True)
+    if plan.ragged:
+        beta[plan.lengths - 1, plan.rows] = end_beta
+    else:
+        beta[-1] = end_beta
+    back = weights.t() if shared else weights.transpose(1, 2)
+    tmp = torch.empty(b, c, dtype=ex.dtype, device=ex.device)
+    sizes = plan.batch_sizes
+    for t in range(n - 1, 0, -1):
+        k = sizes[t]
+        w = tmp[:k]
+        torch.mul(ex[t, :k], beta[t, :k], out=w)
+        prev = beta[t - 1, :k]
+        if shared:
+            torch.mm(w, back, out=prev)
+        else:
+            torch.bmm(w.unsqueeze(1), back[:k], out=prev.unsqueeze(1))
+        torch.sum(prev, dim=1, keepdim=True, out=ratio[t - 1, :k])
+        prev.div_(ratio[t - 1, :k])
+    joint = alpha * beta  # (n, B, C)
+    norm = joint.sum(dim=2, keepdim=True)  # (n, B, 1), > 0 at valid positions, 0 past them
+    g = grad.view(1, b, 1)
+    node = joint.div_(torch.where(norm > 0, norm, 1.0)).mul_(g)
+    first = node[0]
+    last = plan.last(node)
+    counts = None
+    if need_transitions and n > 1:
+        # xi_t[i, j] = alpha[t-1, i] W[i, j] ex[t, j] beta[t, j] / (ratio[t-1] * norm[t-1])
+        denom = ratio[:-1] * norm[:-1]
+        denom = torch.where(denom > 0, denom, 1.0)
+        right = (ex[1:] * beta[1:]).div_(denom).mul_(g)  # (n-1, B, C), 0 past each length
+        counts = torch.bmm(alpha[:-1].permute(1, 2, 0), right.transpose(0, 1))  # (B, C, C)
+        counts.mul_(weights)
+    elif need_transitions:
+        counts = ex.new_zeros(b, c, c)
+    return node, counts, first, last
+
+
+class _FactoredLogPartition(torch.autograd.Function):
+    """log Z of factored chains in exp space: forward recursion in the forward, beta recursion
+    and the marginals in the backward. Double backward recomputes through the log-space loop
+    on the edge layout (differentiable marginals)."""
+
+    @staticmethod
+    def forward(ctx, emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor,  # type: ignore[override]
+                lengths: Tensor, plan: Plan, shared: bool, u: Tensor) -> Tensor:
+        fwd = _exp_forward(u, plan.sort(transitions), plan.sort(start), plan.sort(end), plan, shared)
+        ctx.plan, ctx.shared, ctx.n_total = plan, shared, emissions.shape[1]
+        ctx.fwd = fwd
+        ctx.save_for_backward(emissions, transitions, start, end, lengths)
+        return plan.unsort(fwd.log_z)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[no-untyped-def, override]
+        emissions, transitions, start, end, lengths = ctx.saved_tensors
+        none = (None, None, None, None)
+        if torch.is_grad_enabled():  # create_graph: differentiable marginals
+            from structssl.semirings import Log
+            from structssl.structures.linear_chain import LinearChain, _inside_loop
+
+            with torch.enable_grad():
+                edges = LinearChain.potentials_from(emissions, transitions, start, end, lengths)
+                again = _inside_loop(edges, lengths, Log())
+                grads = torch.autograd.grad(
+                    again, (emissions, transitions, start, end), grad, create_graph=True,
+                    allow_unused=True, materialize_grads=True,
+                )
+            return (*grads, *none)
+        plan: Plan = ctx.plan
+        node, counts, first, last = _exp_backward(
+            ctx.fwd, plan, ctx.shared, plan.sort(grad), ctx.needs_input_grad[1]
+        )
+        ctx.fwd = None
+        g_emissions = plan.batch_major(node, ctx.n_total) if ctx.needs_input_grad[0] else None
+        g_transitions = plan.unsort(counts) if counts is not None else None
+        return (g_emissions, g_transitions, plan.unsort(first), plan.unsort(last), *none)
+
+
+def factored_log_partition(potentials: ChainPotentials, lengths: Tensor, plan: Plan,
+                           emissions_tm: Tensor) -> Tensor:
+    """log Z (B,) by the exp-space recursion (the caller checked :func:`exp_space_exact`)."""
+    shared = shared_transitions(potentials.transitions)
+    return _FactoredLogPartition.apply(
+        potentials.emissions, potentials.transitions, potentials.start, potentials.end, lengths,
+        plan, shared, emissions_tm,
+    )
+
+
+# ---------------------------------------------------------------------- decoders
+def _decoder_inputs(potentials: ChainPotentials, plan: Plan) -> tuple[Tensor, Tensor, bool, Tensor]:
+    u = plan.time_major(potentials.emissions)
+    u[0] += plan.sort(potentials.start)
+    shared = shared_transitions(potentials.transitions)
+    trans = potentials.transitions[0] if shared else plan.sort(potentials.transitions)
+    return u, trans, shared, plan.sort(potentials.end)
+
+
+def factored_viterbi(potentials: ChainPotentials, plan: Plan, n_total: int) -> Tensor:
+    """Best labels (B, n_total), 0 at padded positions, by max-plus on factored potentials.
+
+    Label-major layout (C, B) per step, so that every max over the previous label is a
+    reduction over the outermost dimension of a contiguous (C_prev, C_next, B) tensor: a
+    vectorised elementwise maximum, far cheaper on a CPU than a reduction over an inner
+    dimension or a max with indices. The backpointer is the largest previous label whose
+    candidate equals the maximum (exact comparison with the value the max returned).
+    """
+    u, trans, shared, end = _decoder_inputs(potentials, plan)
+    n, b, c = u.shape
+    dev = u.device
+    ut = u.permute(0, 2, 1).contiguous()  # (n, C, B)
+    # backpointers as floats (exact small integers), see _argmax_outer
+    finite = bool(torch.isfinite(ut.sum() + trans.sum()))
+    iota = torch.arange(c, device=dev, dtype=u.dtype).view(c, 1, 1).expand(c, c, b).contiguous()
+    sizes = plan.batch_sizes
+    # (C_prev, C_next, 1) shared, else (C_prev, C_next, B)
+    outer = trans.unsqueeze(2) if shared else trans.permute(1, 2, 0).contiguous()
+    alpha = ut[0]  # (C, k): the examples still running; fresh contiguous tensors per step
+    finals = []  # (C, examples that end here) per step, in sorted order
+    pointers = [ut[0]]  # per step (C_next, k) floats; index 0 unused
+    for t in range(1, n):
+        k = sizes[t]
+        if k < alpha.shape[1]:
+            finals.append(alpha[:, k:])
+            alpha = alpha[:, :k]
+        cand = alpha.unsqueeze(1) + (outer if shared else outer[:, :, :k])
+        best = cand.amax(dim=0)  # (C_next, k)
+        pointers.append(_argmax_outer(cand, best, iota[:, :, :k], finite))
+        alpha = best.add_(ut[t, :, :k])
+    finals.append(alpha)
+    # columns in sorted order: the longest examples (still running at the end) first
+    final = torch.cat(finals[::-1], dim=1).t()  # (B, C)
+    current = (final + end).argmax(dim=1)  # (B,) label at each example's last position
+    labels = torch.zeros(n, b, dtype=torch.long, device=dev)
+    for t in range(n - 1, 0, -1):
+        labels[t] = current
+        k = sizes[t]
+        current[:k] = pointers[t].gather(0, current[:k].unsqueeze(0)).squeeze(0).long()
+    labels[0] = current
+    out = plan.unsort(labels.t())
+    if plan.ragged:  # past each length the label is the example's last one: zero it
+        out = torch.where(_valid_bn(lengths_of(plan), plan.n), out, 0)
+    return _pad_labels(out, n_total)
+
+
+def _argmax_outer(x: Tensor, top: Tensor, iota: Tensor, finite: bool) -> Tensor:
+    """The largest index ``i`` with ``x[i] == top`` along dim 0 (``top = x.amax(0)``), as floats.
+
+    Elementwise arithmetic instead of a comparison or an argmax over an inner dimension (both
+    several times slower on a CPU): ``i * (1 + sign(x - top))`` is ``i`` at the maximum and 0
+    elsewhere (``iota`` holds ``i``, broadcastable to ``x``). Unless ``finite`` (the caller
+    knows every maximum is finite), a ``-inf`` maximum is replaced by 0 first (no NaN from
+    ``-inf - -inf``).
+    """
+    ref = top if finite else torch.nan_to_num(top, neginf=0.0)
+    return torch.addcmul(iota, (x - ref).sign_(), iota).amax(dim=0)
+
+
+def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int) -> tuple[Tensor, Tensor]:
+    """The k best labels (B, k, n_total) and their scores (B, k) by list Viterbi.
+
+    Each label's k best prefixes are sorted, so the k best extensions into label j are a
+    k-way merge of C sorted lists ``alpha[i, r] + T[i, j]``: k rounds of a max over the list
+    heads (outer-dimension reductions, label-major layout) instead of a top-k over C * k
+    candidates per state.
+    """
+    u, trans, shared, end = _decoder_inputs(potentials, plan)
+    n, b, c = u.shape
+    dev, dtype = u.device, u.dtype
+    ut = u.permute(0, 2, 1).contiguous()  # (n, C, B)
+    iota = torch.arange(c, device=dev, dtype=dtype).view(c, 1, 1).expand(c, c, b).contiguous()
+    # transitions as (C_prev, 1, C_next, 1) shared, else (C_prev, 1, C_next, B)
+    outer = trans.view(c, 1, c, 1) if shared else trans.permute(1, 2, 0).unsqueeze(1).contiguous()
+    start_q = (torch.arange(c, device=dev) * k).view(c, 1, 1)  # flat index of (i, rank 0)
+    alpha = ut.new_full((c, k, b), float("-inf"))  # (C, k, active) k best prefixes, sorted
+    alpha[:, 0] = ut[0]
+    sizes = plan.batch_sizes
+    finals = []
+    pointers: list[Tensor] = [ut.new_zeros(0)]  # per step (C_next * k, active) flat index
+    # with finite potentials and C >= k every round's maximum is finite (k real candidates)
+    finite = c >= k and bool(torch.isfinite(ut.sum() + trans.sum()))
+    for t in range(1, n):
+        m = sizes[t]
+        if m < alpha.shape[2]:
+            finals.append(alpha[:, :, m:])
+            alpha = alpha[:, :, :m]
+        # every candidate [i * k + r, j] = alpha[i, r] + T[i, j], and the list heads (r = 0)
+        cand = (alpha.unsqueeze(2) + (outer if shared else outer[..., :m])).view(c * k, c, m)
+        heads = cand.view(c, k, c, m)[:, 0].contiguous()  # (C_prev, C_next, m)
+        where = start_q.expand(c, c, m).contiguous()  # flat index of each list's head
+        marks = iota[:, :, :m]
+        values, back = [], []
+        for r in range(k):
+            top = heads.amax(dim=0)  # (C_next, m)
+            best = _argmax_outer(heads, top, marks, finite).long().unsqueeze(0)  # (1, C_next, m)
+            q = where.gather(0, best)  # (1, C_next, m): (label, rank) of the winner
+            values.append(top)
+            back.append(q[0])
+            if r + 1 < k:  # advance the winning list to its next rank
+                q = q + 1
+                where.scatter_(0, best, q)
+                heads.scatter_(0, best, cand.gather(0, q))
+        alpha = torch.stack(values, dim=1).add_(ut[t, :, :m].unsqueeze(1))  # (C_next, k, m)
+        pointers.append(torch.stack(back, dim=1).view(c * k, m))
+    finals.append(alpha)
+    last = torch.cat(finals[::-1], dim=2)  # (C, k, B) in sorted order
+    scores = (last + end.t().unsqueeze(1)).reshape(c * k, b).t()  # (B, C * k)
+    final = scores.topk(k, dim=1)  # (B, k) over label * k + rank
+    index = final.indices.t().contiguous()  # (k, B)
+    labels = torch.zeros(n, k, b, dtype=torch.long, device=dev)
+    for t in range(n - 1, 0, -1):
+        labels[t] = index // k
+        m = sizes[t]
+        index[:, :m] = pointers[t].gather(0, index[:, :m])
+    labels[0] = index // k
+    out = plan.unsort(labels.permute(2, 1, 0))  # (B, k, n)
+    if plan.ragged:
+        out = torch.where(_valid_bn(lengths_of(plan), plan.n).unsqueeze(1), out, 0)
+    return _pad_labels(out, n_total), plan.unsort(final.values)
+
+
+def lengths_of(plan: Plan) -> Tensor:
+    """Lengths in example order."""
+    return plan.unsort(plan.lengths)
+
+
+def _valid_bn(lengths: Tensor, n: int) -> Tensor:
+    return torch.arange(n, device=lengths.device) < lengths.unsqueeze(1)
+
+
+def _pad_labels(labels: Tensor, n_total: int) -> Tensor:
+    n = labels.shape[-1]
+    if n_total == n:
+        return labels.contiguous()
+    pad = labels.new_zeros(labels.shape[:-1] + (n_total - n,))
+    return torch.cat([labels, pad], dim=-1)
