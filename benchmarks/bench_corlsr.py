@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, header, record, write_results  # noqa: E402
 
 from structssl.regression.kernels import eta_heuristic  # noqa: E402
-from structssl.regression.corlsr import (  # noqa: E402
+from structssl.regression import (  # noqa: E402
     RLSR,
     CoRLSR,
     make_multiview_regression,

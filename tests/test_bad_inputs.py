@@ -24,7 +24,7 @@ from structssl.data.formats.ocr import read_ocr
 from structssl.data.formats.treebank import parse_trees
 from structssl.losses import CRFNLLLoss, StructuredHingeLoss
 from structssl.regression import cli as regression_cli
-from structssl.regression.corlsr import scaled_rmse
+from structssl.regression import scaled_rmse
 from structssl.regression.kernels import eta_heuristic
 from structssl.structures import CKY, CKYPotentials, GrammarCKY, LinearChain, MultiClass
 from structssl.structures.multilabel import MultiLabelPotentials, PairwiseMultiLabel

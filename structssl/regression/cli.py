@@ -36,13 +36,8 @@ import torch
 from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 from torch import Tensor
 
-from structssl.regression.corlsr import (
-    RLSR,
-    CoRLSR,
-    make_multiview_regression,
-    random_views,
-    scaled_rmse,
-)
+from structssl.regression.corlsr import RLSR, CoRLSR
+from structssl.regression.protocol import make_multiview_regression, random_views, scaled_rmse
 from structssl.regression.kernels import check_finite, eta_heuristic
 
 __all__ = ["METHODS", "build_parser", "inverse_cv", "load_data", "main", "parse_args"]

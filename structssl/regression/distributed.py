@@ -47,9 +47,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import Tensor
 
-from structssl.regression.corlsr import (
+from structssl.regression.problem import (
     Mode,
-    ViewUpdate,
     _check_dtype,
     _check_kernel,
     _check_mode,
@@ -57,8 +56,8 @@ from structssl.regression.corlsr import (
     _nonneg_float,
     _positive_int,
     build_problem,
-    converged_change,
 )
+from structssl.regression.solvers import ViewUpdate, converged_change
 from structssl.regression.kernels import GaussianKernel, Kernel, check_matrix, eta_heuristic
 
 __all__ = ["Site", "SiteModel", "distributed_corlsr", "free_port", "main", "spawn_local"]
@@ -334,7 +333,7 @@ def _synthetic_sites(
 ) -> list[Site]:
     """Seeded synthetic sites: view ``v`` sees its own ``dim`` columns and its own labeled
     subset of the labeled pool (labeled sets differ between views, as the thesis allows)."""
-    from structssl.regression.corlsr import make_multiview_regression
+    from structssl.regression.protocol import make_multiview_regression
 
     x, y, views = make_multiview_regression(
         2 * num_labeled + num_unlabeled, view_dims=[dim] * world, seed=seed
@@ -384,7 +383,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             dist.destroy_process_group()
         return 0
 
-    from structssl.regression.corlsr import solve_reduced, solve_block
+    from structssl.regression.solvers import solve_block, solve_reduced
 
     world = _positive_int(args.world_size, "--world-size")
     sites = _synthetic_sites(world, args.num_labeled, args.num_unlabeled, args.dim, args.seed)
