@@ -30,7 +30,7 @@ from structssl.inference.label_switching import (
 )
 from structssl.scorers.chain import LinearChainScorer
 from structssl.semirings import LOG_ZERO
-from structssl.structures.cky import CKY, GrammarCKY
+from structssl.structures import CKY, GrammarCKY
 from structssl.structures.linear_chain import LinearChain
 from structssl.training.label_switching import (
     LabelSwitchingAnnealing,

@@ -1,8 +1,9 @@
 """Structures: stateless batched dynamic programs over potentials (see :class:`Structure`)."""
 
 from structssl.structures.base import Structure
-from structssl.structures.cky import CKY, CKYPotentials, GrammarCKY
+from structssl.structures.cky import CKY, CKYPotentials
 from structssl.structures.dependency import DependencyTree
+from structssl.structures.grammar_cky import GrammarCKY
 from structssl.structures.linear_chain import ChainPotentials, LinearChain, bio_allowed_transitions
 from structssl.structures.multiclass import MultiClass
 from structssl.structures.semi_markov import SegmentTags, SemiMarkov

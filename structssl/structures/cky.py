@@ -48,16 +48,16 @@ for parse trees as structural-SVM outputs.
 
 from __future__ import annotations
 
-import re
-from typing import NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
-from structssl.semirings import LOG_ZERO, KMax, Log, Semiring
+from structssl.semirings import KMax, Log, Semiring
 from structssl.structures.base import Potentials, Structure, positive_int, semiring_sum
+from structssl.structures.brackets import from_bracketed, to_bracketed, words_from_bracketed
 
-__all__ = ["CKY", "CKYPotentials", "GrammarCKY"]
+__all__ = ["CKY", "CKYPotentials"]
 
 
 class CKYPotentials(NamedTuple):
@@ -74,9 +74,6 @@ class CKYPotentials(NamedTuple):
     rules: Tensor
     roots: Tensor
     spans: Tensor
-
-
-_TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 
 class CKY(Structure):
@@ -596,154 +593,12 @@ class CKY(Structure):
         return total + roots.gather(1, sym[:, :1]).squeeze(1)
 
     # ------------------------------------------------------------------ bracketed strings
-    @staticmethod
-    def to_bracketed(
-        labels: Tensor,
-        lengths: Optional[Tensor],
-        symbols: Sequence[str],
-        words: Optional[Sequence[Sequence[str]]] = None,
-    ) -> list[str]:
-        """Trees as bracketed strings, e.g. ``"(S (NP (D the) (N dog)) (V ran))"``.
-
-        Args:
-            labels: (B, 2N - 1, 3) trees in the canonical pre-order (as the decoders give).
-            lengths: (B,) sentence lengths (default: from the root rows of ``labels``).
-            symbols: the name of each symbol index.
-            words: the words of each sentence (default: the position indices ``"0"``, ``"1"``,
-                ...).
-        """
-        if not isinstance(labels, Tensor) or labels.dim() != 3 or labels.shape[2] != 3:
-            got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
-            raise ValueError(f"labels must have shape (B, 2N - 1, 3); got {got}")
-        b = labels.shape[0]
-        rows_all = labels.tolist()
-        lens = (
-            [r[0][1] + 1 for r in rows_all]
-            if lengths is None
-            else [int(x) for x in lengths.tolist()]
-        )
-        if len(lens) != b:
-            raise ValueError(f"lengths must have shape (B,) = ({b},); got ({len(lens)},)")
-        if words is not None and len(words) != b:
-            raise ValueError(
-                f"words must have one sentence per example (B = {b}); got {len(words)}"
-            )
-        out = []
-        for e in range(b):
-            n = lens[e]
-            if not 1 <= n <= (labels.shape[1] + 1) // 2:
-                raise ValueError(
-                    f"lengths[{e}] must be in [1, {(labels.shape[1] + 1) // 2}]; got {n}"
-                )
-            sentence = [str(i) for i in range(n)] if words is None else list(words[e])
-            if len(sentence) != n:
-                raise ValueError(f"words[{e}] must have length {n}; got {len(sentence)}")
-            tokens: list[str] = []
-            open_ends: list[int] = []
-            for start, end, sym in rows_all[e][: 2 * n - 1]:
-                if not 0 <= sym < len(symbols) or not 0 <= start <= end < n:
-                    raise ValueError(
-                        f"labels[{e}] has row {(start, end, sym)} out of range (length {n}, "
-                        f"{len(symbols)} symbols)"
-                    )
-                if start < end:
-                    tokens.append(f"({symbols[sym]}")
-                    open_ends.append(end)
-                else:
-                    tokens.append(f"({symbols[sym]} {sentence[start]})")
-                    while open_ends and open_ends[-1] == end:
-                        tokens[-1] += ")"
-                        open_ends.pop()
-            if open_ends:
-                raise ValueError(f"labels[{e}] is not a tree in the canonical pre-order")
-            out.append(" ".join(tokens))
-        return out
-
-    @staticmethod
-    def from_bracketed(strings: Sequence[str], symbols: Sequence[str]) -> tuple[Tensor, Tensor]:
-        """Parse binary (CNF) bracketed trees into labels.
-
-        Each tree is ``(A left right)`` or a leaf ``(A word)``; words are ignored here (see
-        :meth:`words_from_bracketed`).
-
-        Returns:
-            ``(labels (B, 2N - 1, 3), lengths (B,))`` with N the longest sentence.
-
-        Raises:
-            ValueError: naming the string index and character position of malformed,
-                non-binary input or an unknown symbol.
-        """
-        parsed = _parse_all(strings, symbols)
-        n = max(len(words) for _, words in parsed)
-        labels = torch.zeros(len(parsed), 2 * n - 1, 3, dtype=torch.long)
-        for e, (rows, _) in enumerate(parsed):
-            labels[e, : len(rows)] = torch.tensor(rows, dtype=torch.long)
-        lengths = torch.tensor([len(words) for _, words in parsed], dtype=torch.long)
-        return labels, lengths
-
-    @staticmethod
-    def words_from_bracketed(strings: Sequence[str], symbols: Sequence[str]) -> list[list[str]]:
-        """The leaf words of bracketed trees (validated like :meth:`from_bracketed`)."""
-        return [words for _, words in _parse_all(strings, symbols)]
-
-
-# ---------------------------------------------------------------------- helpers
-class GrammarCKY(CKY):
-    """:class:`~structssl.structures.cky.CKY` whose argmax visits only the binary rules with a
-    potential above ``LOG_ZERO / 2`` in some sentence of the batch (a treebank grammar allows a
-    few hundred of the NT^3 rules: 175 of 140,608 for the 52 symbols of the default
-    selection), in O(B N^3 R) instead of O(B N^3 NT^3). Trees and scores equal the dense
-    argmax's whenever the best tree uses only allowed rules; a sentence without such a parse
-    falls back to the dense argmax. Everything else (scores, marginals, k-best) is CKY's.
-
-    Args:
-        num_symbols: NT.
-        validate: see :class:`~structssl.structures.cky.CKY`.
-    """
-
-    def __repr__(self) -> str:
-        return f"GrammarCKY(num_symbols={self.num_symbols})"
-
-    def _argmax(self, potentials: Potentials, lengths: Tensor) -> Tensor:
-        terms, rules, roots, spans = potentials
-        b, n, nt = terms.shape
-        a_idx, b_idx, c_idx = (rules > LOG_ZERO / 2).any(0).nonzero(as_tuple=True)
-        if n == 1 or a_idx.numel() == 0:
-            return super()._argmax(potentials, lengths)
-        parents, parent_of_rule = a_idx.unique(return_inverse=True)  # (A',), (R,)
-        pairs, pair_of_rule = (b_idx * nt + c_idx).unique(return_inverse=True)  # (P,), (R,)
-        neg = float("-inf")
-        weights = terms.new_full((b, parents.numel(), pairs.numel()), neg)  # (B, A', P)
-        weights[:, parent_of_rule, pair_of_rule] = rules[:, a_idx, b_idx, c_idx]
-        left_sym, right_sym = pairs // nt, pairs % nt
-        chart = terms.new_full((b, n, n, nt), neg)
-        mirror = terms.new_full((b, n, n, nt), neg)
-        back = torch.zeros(b, n, n, nt, dtype=torch.long, device=terms.device)
-        leaves = terms + spans.diagonal(0, 1, 2).transpose(1, 2)
-        chart[:, :, 0] = leaves
-        mirror[:, :, n - 1] = leaves
-        for w in range(1, n):
-            s = n - w
-            left = chart[:, :s, :w][..., left_sym]  # (B, S, split, P)
-            right = mirror[:, w:, n - w :][..., right_sym]
-            pair_best, pair_split = (left + right).max(dim=2)  # (B, S, P)
-            best, pi = (pair_best.unsqueeze(2) + weights.unsqueeze(1)).max(dim=3)  # (B, S, A')
-            value = terms.new_full((b, s, nt), neg)
-            value[..., parents] = best
-            value = value + spans.diagonal(w, 1, 2).transpose(1, 2)
-            chart[:, :s, w] = value
-            mirror[:, w:, n - 1 - w] = value
-            split = pair_split.gather(2, pi)
-            back[:, :s, w, parents] = pairs[pi] * n + split  # (B * NT + C) * N + split, as CKY
-        top = chart[torch.arange(b, device=terms.device), 0, lengths - 1] + roots  # (B, NT)
-        root_value, root = top.max(dim=1)
-        symbols = self._backtrack(back.unsqueeze(-1), root, torch.zeros_like(root), lengths, 1)
-        labels = _chart_to_labels(symbols, n)
-        bad = ~(root_value > LOG_ZERO / 2)
-        if bool(bad.any()):  # no parse with allowed rules: the dense argmax's (LOG_ZERO) tree
-            sub = CKYPotentials(*(x[bad] for x in (terms, rules, roots, spans)))
-            labels[bad] = super()._argmax(sub, lengths[bad])
-        return labels
+    #: trees as bracketed strings (:func:`structssl.structures.brackets.to_bracketed`)
+    to_bracketed = staticmethod(to_bracketed)
+    #: labels from bracketed strings (:func:`structssl.structures.brackets.from_bracketed`)
+    from_bracketed = staticmethod(from_bracketed)
+    #: the leaf words of bracketed strings (:func:`~structssl.structures.brackets.words_from_bracketed`)
+    words_from_bracketed = staticmethod(words_from_bracketed)
 
 
 def _sum(semiring: Semiring, x: Tensor, dim: int) -> Tensor:
@@ -799,88 +654,3 @@ def _chart_to_labels(symbols: Tensor, n: int) -> Tensor:
     chosen = symbols.gather(1, order)
     rows = torch.stack([start[order], start[order] + width[order], chosen], dim=2)
     return torch.where((chosen >= 0).unsqueeze(2), rows, 0)
-
-
-def _parse_all(
-    strings: Sequence[str], symbols: Sequence[str]
-) -> list[tuple[list[list[int]], list[str]]]:
-    if isinstance(strings, str):
-        raise TypeError("strings must be a sequence of strings, not a single string")
-    if len(strings) == 0:
-        raise ValueError("strings must contain at least one tree; got an empty sequence")
-    index = {s: i for i, s in enumerate(symbols)}
-    if len(index) != len(symbols):
-        raise ValueError(f"symbols must be distinct; got {list(symbols)}")
-    return [_parse_one(s, e, index) for e, s in enumerate(strings)]
-
-
-def _parse_one(text: str, e: int, index: dict[str, int]) -> tuple[list[list[int]], list[str]]:
-    if not isinstance(text, str):
-        raise TypeError(f"strings[{e}] must be a str; got {type(text).__name__}")
-    tokens = [(m.group(), m.start()) for m in _TOKEN.finditer(text)]
-
-    def fail(message: str, pos: int) -> ValueError:
-        return ValueError(f"strings[{e}]: {message} at position {pos}: {text!r}")
-
-    if not tokens:
-        raise fail("expected a tree '(SYMBOL ...)', got an empty string", 0)
-    rows: list[list[int]] = []
-    words: list[str] = []
-    stack: list[tuple[int, list[int], int, str]] = []  # open nodes: (row, [children], pos, name)
-    t = 0
-    while t < len(tokens):
-        tok, pos = tokens[t]
-        if tok == ")":
-            if not stack:
-                raise fail("unbalanced ')'", pos)
-            row, children, open_pos, open_name = stack.pop()
-            if children[0] != 2:
-                raise fail(
-                    f"node {open_name!r} opened at position {open_pos} has {children[0]} "
-                    "child(ren) (expected 2: CKY trees are binary, in Chomsky normal form)",
-                    pos,
-                )
-            rows[row][1] = len(words) - 1
-            t += 1
-        elif tok == "(":
-            if rows and not stack:
-                raise fail("unexpected text after the end of the tree", pos)
-            if t + 1 >= len(tokens) or tokens[t + 1][0] in "()":
-                raise fail(
-                    "expected a symbol after '('",
-                    tokens[t + 1][1] if t + 1 < len(tokens) else len(text),
-                )
-            name, name_pos = tokens[t + 1]
-            if name not in index:
-                raise fail(f"unknown symbol {name!r} (not in symbols)", name_pos)
-            if stack:
-                stack[-1][1][0] += 1
-                if stack[-1][1][0] > 2:
-                    raise fail(
-                        f"node {stack[-1][3]!r} opened at position {stack[-1][2]} has more than 2 "
-                        "children (expected 2: CKY trees are binary, in Chomsky normal form)",
-                        pos,
-                    )
-            if t + 2 < len(tokens) and tokens[t + 2][0] == "(":
-                rows.append([len(words), -1, index[name]])
-                stack.append((len(rows) - 1, [0], pos, name))
-                t += 2
-            elif t + 2 < len(tokens) and tokens[t + 2][0] != ")":
-                if t + 3 >= len(tokens) or tokens[t + 3][0] != ")":
-                    where = tokens[t + 3][1] if t + 3 < len(tokens) else len(text)
-                    raise fail(f"expected ')' after the word of leaf {name!r}", where)
-                rows.append([len(words), len(words), index[name]])
-                words.append(tokens[t + 2][0])
-                t += 4
-            else:
-                where = tokens[t + 2][1] if t + 2 < len(tokens) else len(text)
-                raise fail(f"node {name!r} has no children or word", where)
-        else:
-            raise fail(f"expected '(' but found {tok!r}", pos)
-        if not stack and rows and t < len(tokens):
-            if tokens[t][0] == ")":
-                raise fail("unbalanced ')'", tokens[t][1])
-            raise fail("unexpected text after the end of the tree", tokens[t][1])
-    if stack:
-        raise fail("unbalanced '(': missing ')'", len(text))
-    return rows, words
