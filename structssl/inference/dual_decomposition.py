@@ -47,13 +47,8 @@ import torch
 from torch import Tensor
 
 from structssl.structures.base import Potentials, Structure, as_tuple, like, positive_int
-from structssl.structures.multilabel import (
-    MultiLabelPotentials,
-    PairwiseMultiLabel,
-    StarPotentials,
-    _star_argmax,
-    star_potentials,
-)
+from structssl.structures.multilabel import MultiLabelPotentials, PairwiseMultiLabel
+from structssl.structures.star_trees import StarPotentials, _star_argmax, star_potentials
 
 __all__ = [
     "CorpusLinearConstraints",
