@@ -19,20 +19,24 @@ so ``LinearChain(C).score(scorer(x, lengths), y, lengths)`` is the score above; 
 into the chain layout; :class:`~structssl.scorers.neural.NeuralChainScorer` reuses it on top of
 a neural encoder.
 
-Shapes: inputs (B, N, F) long, (B, N) long words or (B, N, D) float; potentials (B, N, C, C).
-Time O(B N (F + C^2)) (sparse) or O(B N (D C + C^2)) (dense); memory O(B N C^2).
+Shapes: inputs (B, N, F) long, (B, N) long words or (B, N, D) float; potentials (B, N, C, C),
+or with ``factored=True`` a :class:`~structssl.structures.ChainPotentials` (emissions (B, N, C),
+the shared transitions expanded to (B, C, C), start and end (B, C)), which every LinearChain
+operation and loss accepts without the (B, N, C, C) tensor.
+Time O(B N (F + C^2)) (sparse) or O(B N (D C + C^2)) (dense); memory O(B N C^2), factored
+O(B N C).
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import torch
 from torch import Tensor, nn
 
 from structssl.scorers.base import LinearInputs, Scorer, check_init_std, check_lengths, init_
 from structssl.structures.base import positive_int
-from structssl.structures.linear_chain import LinearChain
+from structssl.structures.linear_chain import ChainPotentials, LinearChain
 
 __all__ = ["ChainHead", "LinearChainScorer"]
 
@@ -45,6 +49,8 @@ class ChainHead(Scorer):
         transitions: learn a (C, C) transition matrix ``[previous, next]`` (else none).
         start_end: learn (C,) start and end weights (else none).
         init_std: weights ~ N(0, init_std^2) from the global torch RNG; 0 gives zeros.
+        factored: return :class:`~structssl.structures.ChainPotentials` instead of the
+            (B, N, C, C) edge potentials (same scores, C times less memory).
     """
 
     def __init__(
@@ -53,9 +59,11 @@ class ChainHead(Scorer):
         transitions: bool = True,
         start_end: bool = True,
         init_std: float = 0.0,
+        factored: bool = False,
     ) -> None:
         super().__init__()
         self.num_labels = positive_int(num_labels, "num_labels")
+        self.factored = bool(factored)
         self.init_std = check_init_std(init_std)
         c = self.num_labels
         self.transition = nn.Parameter(torch.zeros(c, c)) if transitions else None
@@ -69,7 +77,7 @@ class ChainHead(Scorer):
             if p is not None:
                 init_(p, self.init_std)
 
-    def forward(self, unary: Tensor, lengths: Tensor) -> Tensor:
+    def forward(self, unary: Tensor, lengths: Tensor) -> Union[Tensor, ChainPotentials]:
         """Chain potentials from unary potentials; positions ``>= lengths`` are zeroed.
 
         Args:
@@ -77,7 +85,7 @@ class ChainHead(Scorer):
             lengths: (B,) long, already checked.
 
         Shape:
-            unary: (B, N, C), lengths: (B,) -> (B, N, C, C).
+            unary: (B, N, C), lengths: (B,) -> (B, N, C, C), or factored (see the class).
         """
         if unary.dim() != 3 or unary.shape[2] != self.num_labels:
             raise ValueError(
@@ -85,6 +93,10 @@ class ChainHead(Scorer):
                 f"{tuple(unary.shape)}"
             )
         b, n, _ = unary.shape
+        if self.factored:
+            valid = LinearChain.valid_mask(lengths, n).unsqueeze(2)
+            emissions = torch.where(valid, unary, torch.zeros((), dtype=unary.dtype, device=unary.device))
+            return ChainPotentials.from_factors(emissions, self.transition, self.start, self.end)
         pot = LinearChain.potentials_from(unary, self.transition, self.start, self.end, lengths)
         valid = LinearChain.valid_mask(lengths, n).view(b, n, 1, 1)
         return torch.where(valid, pot, torch.zeros((), dtype=pot.dtype, device=pot.device))
@@ -108,6 +120,9 @@ class LinearChainScorer(Scorer):
         bias: learn a per-label emission bias (the weight of a constant feature).
         init_std: weights ~ N(0, init_std^2) from the global torch RNG; 0 (default) gives zeros.
         validate: check value ranges of inputs and lengths (device syncs).
+        factored: emit :class:`~structssl.structures.ChainPotentials` (emissions, shared
+            transitions, start, end) instead of (B, N, C, C) potentials: the same scores, C
+            times less memory, and the fast factored dynamic programs of ``LinearChain``.
 
     Example:
         >>> scorer = LinearChainScorer(num_labels=3, input_dim=2)
@@ -126,10 +141,12 @@ class LinearChainScorer(Scorer):
         bias: bool = True,
         init_std: float = 0.0,
         validate: bool = True,
+        factored: bool = False,
     ) -> None:
         super().__init__()
         self.num_labels = 0 if num_labels is None else positive_int(num_labels, "num_labels")
         self.validate = bool(validate)
+        self.factored = bool(factored)
         self._options = dict(
             num_features=num_features, num_words=num_words, input_dim=input_dim,
             transitions=transitions, start_end=start_end, bias=bias, init_std=init_std,
@@ -152,7 +169,9 @@ class LinearChainScorer(Scorer):
             self.num_labels, o["num_features"], o["num_words"], o["input_dim"], o["bias"],
             o["init_std"], self.validate,
         )
-        self.head = ChainHead(self.num_labels, o["transitions"], o["start_end"], o["init_std"])
+        self.head = ChainHead(
+            self.num_labels, o["transitions"], o["start_end"], o["init_std"], self.factored
+        )
 
     def resolve_sizes(self, sizes: dict[str, Any]) -> None:
         """Take the sizes left out from the data, and build the weights.
@@ -233,7 +252,9 @@ class LinearChainScorer(Scorer):
             valid, unary, torch.zeros((), dtype=unary.dtype, device=unary.device)
         ), lengths
 
-    def forward(self, inputs: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
+    def forward(
+        self, inputs: Tensor, lengths: Optional[Tensor] = None
+    ) -> Union[Tensor, ChainPotentials]:
         """Chain potentials of a batch.
 
         Args:
@@ -243,7 +264,8 @@ class LinearChainScorer(Scorer):
 
         Returns:
             (B, N, C, C) potentials in the :class:`~structssl.structures.LinearChain` layout,
-            0 at positions ``>= lengths``.
+            0 at positions ``>= lengths``; with ``factored=True`` a
+            :class:`~structssl.structures.ChainPotentials` (emissions 0 at those positions).
 
         Raises:
             ValueError: wrong input shape, dtype or values, or ``lengths`` not matching.

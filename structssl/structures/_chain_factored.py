@@ -352,7 +352,6 @@ class _FactoredLogPartition(torch.autograd.Function):
         node, counts, first, last = _exp_backward(
             ctx.fwd, plan, ctx.shared, plan.sort(grad), ctx.needs_input_grad[1]
         )
-        ctx.fwd = None
         g_emissions = plan.batch_major(node, ctx.n_total) if ctx.needs_input_grad[0] else None
         g_transitions = plan.unsort(counts) if counts is not None else None
         return (g_emissions, g_transitions, plan.unsort(first), plan.unsort(last), *none)
@@ -453,6 +452,7 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     # transitions as (C_prev, 1, C_next, 1) shared, else (C_prev, 1, C_next, B)
     outer = trans.view(c, 1, c, 1) if shared else trans.permute(1, 2, 0).unsqueeze(1).contiguous()
     start_q = (torch.arange(c, device=dev) * k).view(c, 1, 1)  # flat index of (i, rank 0)
+    ones = torch.ones(1, c, b, dtype=torch.long, device=dev)
     alpha = ut.new_full((c, k, b), float("-inf"))  # (C, k, active) k best prefixes, sorted
     alpha[:, 0] = ut[0]
     sizes = plan.batch_sizes
@@ -470,6 +470,7 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
         heads = cand.view(c, k, c, m)[:, 0].contiguous()  # (C_prev, C_next, m)
         where = start_q.expand(c, c, m).contiguous()  # flat index of each list's head
         marks = iota[:, :, :m]
+        following = cand[1:]  # following[q] = cand[q + 1], the next rank of the same list
         values, back = [], []
         for r in range(k):
             top = heads.amax(dim=0)  # (C_next, m)
@@ -477,10 +478,9 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
             q = where.gather(0, best)  # (1, C_next, m): (label, rank) of the winner
             values.append(top)
             back.append(q[0])
-            if r + 1 < k:  # advance the winning list to its next rank
-                q = q + 1
-                where.scatter_(0, best, q)
-                heads.scatter_(0, best, cand.gather(0, q))
+            if r + 1 < k:  # advance the winning list to its next rank (rank + 1 <= r + 1 < k)
+                where.scatter_add_(0, best, ones[:, :, :m])
+                heads.scatter_(0, best, following.gather(0, q))
         alpha = torch.stack(values, dim=1).add_(ut[t, :, :m].unsqueeze(1))  # (C_next, k, m)
         pointers.append(torch.stack(back, dim=1).view(c * k, m))
     finals.append(alpha)
@@ -488,12 +488,13 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     scores = (last + end.t().unsqueeze(1)).reshape(c * k, b).t()  # (B, C * k)
     final = scores.topk(k, dim=1)  # (B, k) over label * k + rank
     index = final.indices.t().contiguous()  # (k, B)
-    labels = torch.zeros(n, k, b, dtype=torch.long, device=dev)
+    flat = torch.zeros(n, k, b, dtype=torch.long, device=dev)  # label * k + rank
     for t in range(n - 1, 0, -1):
-        labels[t] = index // k
+        flat[t] = index
         m = sizes[t]
         index[:, :m] = pointers[t].gather(0, index[:, :m])
-    labels[0] = index // k
+    flat[0] = index
+    labels = flat.div_(k, rounding_mode="floor")
     out = plan.unsort(labels.permute(2, 1, 0))  # (B, k, n)
     if plan.ragged:
         out = torch.where(_valid_bn(lengths_of(plan), plan.n).unsqueeze(1), out, 0)

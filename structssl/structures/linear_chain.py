@@ -394,11 +394,30 @@ class LinearChain(Structure):
         return torch.where(valid, out, 0), final.values
 
     # ------------------------------------------------------------------ parts
-    def to_parts(self, labels: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
-        """Labels (B, N) to one-hot edge parts (B, N, C, C); padded positions are all zero."""
+    def to_parts(
+        self, labels: Tensor, lengths: Optional[Tensor] = None, factored: bool = False
+    ) -> Potentials:
+        """Labels (B, N) to one-hot edge parts (B, N, C, C); padded positions are all zero.
+
+        With ``factored=True``, parts in the :class:`ChainPotentials` layout (so that
+        ``score(potentials, y) = <to_parts(y, factored=True), potentials>`` for factored
+        potentials): label indicators (B, N, C), transition counts (B, C, C), the first and the
+        last label one-hot (B, C).
+        """
         labels, lengths = self._labels_and_lengths(labels, lengths)
         b, n = labels.shape
         c = self.num_labels
+        if factored:
+            valid = self.valid_mask(lengths, n)
+            nodes = torch.nn.functional.one_hot(labels, c).float() * valid.unsqueeze(2)
+            pairs = (labels[:, :-1] * c + labels[:, 1:])  # (B, N - 1)
+            trans = torch.zeros(b, c * c, device=labels.device)
+            trans.scatter_add_(1, pairs, valid[:, 1:].float())
+            last = labels.gather(1, (lengths - 1).unsqueeze(1)).squeeze(1)
+            return ChainPotentials(
+                nodes, trans.view(b, c, c), nodes[:, 0].clone(),
+                torch.nn.functional.one_hot(last, c).float(),
+            )
         prev = torch.cat([labels.new_zeros(b, 1), labels[:, :-1]], dim=1)  # (B, N), y_{-1} = 0
         index = prev * c + labels  # (B, N)
         parts = torch.zeros(b, n, c * c, device=labels.device)
