@@ -1,7 +1,9 @@
-"""Decoder benchmark: structssl vs torch-struct vs pytorch-crf vs a plain batched loop.
+"""Decoder benchmark: structssl vs torch-struct vs pytorch-crf vs plain batched loops.
 
-Same process, same inputs, medians over repeats (time) and profiler peak memory. Chains:
-log-partition forward, forward+backward (marginals), Viterbi with labels, 5-best. CKY: inside
+Same process, same inputs, medians over repeats of wall time and of CPU time (the CPU time is
+the steadier measure on a shared machine), and profiler peak memory. Chains: log-partition
+forward, forward+backward (marginals), Viterbi with labels, 5-best, at the target sizes and on
+a scaling grid (T 30..480, C 5..50, B 1..256, the other two at B=256, T=120, C=12). CKY: inside
 (forward, forward+backward) and argmax. Multi-label: exact enumeration vs dual decomposition.
 
     python benchmarks/bench_decoders.py --quick          # about a minute on 2 CPU cores
@@ -9,13 +11,17 @@ log-partition forward, forward+backward (marginals), Viterbi with labels, 5-best
     python benchmarks/bench_decoders.py --device cuda    # adds B=1024, T=128, C=32 chains
 
 Each method starts from the same factored inputs (unary, transition, start, end); building a
-method's own potentials layout is inside its timed region.
+method's own potentials layout is inside its timed region. ``structssl`` is LinearChain on
+factored potentials (``ChainPotentials.from_factors``), ``structssl:edges`` the same
+operations on the (B, N, C, C) layout (``LinearChain.potentials_from``).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -23,9 +29,9 @@ from typing import Any, Callable
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import header, markdown_table, median_ms, peak_memory_mb, record, write_results  # noqa: E402
+from common import header, markdown_table, peak_memory_mb, record, synchronize, write_results  # noqa: E402
 
-from structssl.structures import LinearChain  # noqa: E402
+from structssl.structures import ChainPotentials, LinearChain  # noqa: E402
 
 BENCH = "decoders"
 
@@ -37,6 +43,18 @@ def loop_log_partition(unary: torch.Tensor, transition: torch.Tensor, start: tor
     alpha = start + unary[:, 0]  # (B, C)
     for t in range(1, unary.shape[1]):
         alpha = torch.logsumexp(alpha.unsqueeze(2) + transition + unary[:, t].unsqueeze(1), dim=1)
+    return torch.logsumexp(alpha + end, dim=1)
+
+
+def loop_expmm_log_partition(unary: torch.Tensor, transition: torch.Tensor, start: torch.Tensor,
+                             end: torch.Tensor) -> torch.Tensor:
+    """The exp-matmul forward loop: one matrix product with the shared exp(transitions) per
+    step, rescaled by the running max (not exact at extreme scales; a speed reference)."""
+    weights = transition.exp()
+    alpha = start + unary[:, 0]
+    for t in range(1, unary.shape[1]):
+        shift = alpha.amax(dim=1, keepdim=True)
+        alpha = torch.log(torch.exp(alpha - shift) @ weights) + shift + unary[:, t]
     return torch.logsumexp(alpha + end, dim=1)
 
 
@@ -61,25 +79,38 @@ def loop_viterbi(unary: torch.Tensor, transition: torch.Tensor, start: torch.Ten
 SLOW = {("kbest5", "torch-struct")}
 
 
-def chain_methods(c: int, device: torch.device, quick: bool) -> dict[str, dict[str, Callable[..., Any]]]:
-    """task -> method -> fn(unary, transition, start, end)."""
+def chain_methods(c: int, device: torch.device, quick: bool, grid: bool = False
+                  ) -> dict[str, dict[str, Callable[..., Any]]]:
+    """task -> method -> fn(unary, transition, start, end). ``grid``: the scaling grid's set
+    (no edge-layout variants of our own, no torch-struct: 13-45x slower than a loop)."""
     ours = LinearChain(c, validate=False)
     ours_mm = LinearChain(c, validate=False, log_kernel="expmm")
+
+    def fac(u: torch.Tensor, a: torch.Tensor, s: torch.Tensor, e: torch.Tensor) -> ChainPotentials:
+        return ChainPotentials.from_factors(u, a, s, e)
+
     methods: dict[str, dict[str, Callable[..., Any]]] = {
         "logZ": {
-            "structssl": lambda u, a, s, e: ours.log_partition(ours.potentials_from(u, a, s, e)),
-            "structssl:expmm": lambda u, a, s, e: ours_mm.log_partition(ours_mm.potentials_from(u, a, s, e)),
+            "structssl": lambda u, a, s, e: ours.log_partition(fac(u, a, s, e)),
             "plain-loop": loop_log_partition,
+            "exp-matmul-loop": loop_expmm_log_partition,
         },
         "viterbi": {
-            "structssl": lambda u, a, s, e: ours.argmax(ours.potentials_from(u, a, s, e))[0],
+            "structssl": lambda u, a, s, e: ours.argmax(fac(u, a, s, e))[0],
             "plain-loop": loop_viterbi,
         },
         "kbest5": {
-            "structssl": lambda u, a, s, e: ours.kbest(ours.potentials_from(u, a, s, e), 5)[0],
+            "structssl": lambda u, a, s, e: ours.kbest(fac(u, a, s, e), 5)[0],
         },
     }
+    if not grid:
+        methods["logZ"]["structssl:edges"] = lambda u, a, s, e: ours.log_partition(ours.potentials_from(u, a, s, e))
+        methods["logZ"]["structssl:edges-expmm"] = lambda u, a, s, e: ours_mm.log_partition(ours_mm.potentials_from(u, a, s, e))
+        methods["viterbi"]["structssl:edges"] = lambda u, a, s, e: ours.argmax(ours.potentials_from(u, a, s, e))[0]
+        methods["kbest5"]["structssl:edges"] = lambda u, a, s, e: ours.kbest(ours.potentials_from(u, a, s, e), 5)[0]
     try:
+        if grid:
+            raise ImportError
         import torch_struct
 
         torch_struct.LinearChainCRF.arg_constraints = {}  # silences harvardnlp/pytorch-struct#120
@@ -102,7 +133,8 @@ def chain_methods(c: int, device: torch.device, quick: bool) -> dict[str, dict[s
         if not quick:  # seconds per call: full mode only, few repeats (SLOW)
             methods["kbest5"]["torch-struct"] = lambda u, a, s, e: torch_struct.LinearChainCRF(ts_edges(u, a, s, e)).topk(5)
     except ImportError:
-        print("torch-struct not installed: skipped", file=sys.stderr)
+        if not grid:
+            print("torch-struct not installed: skipped", file=sys.stderr)
     try:
         import torchcrf
 
@@ -131,13 +163,15 @@ def chain_methods(c: int, device: torch.device, quick: bool) -> dict[str, dict[s
 
 
 def bench_chains(sizes: list[tuple[int, int, int]], device: torch.device, repeats: int,
-                 records: list[dict[str, Any]], quick: bool) -> None:
+                 records: list[dict[str, Any]], quick: bool, grid: bool = False) -> None:
+    """Time every chain method on random N(0, 1) factors of each size (``grid``: the scaling
+    grid's methods, no memory profile, the forward-only log Z skipped)."""
     for b, n, c in sizes:
         g = torch.Generator().manual_seed(0)
         inputs = [torch.randn(*shape, generator=g).to(device)
                   for shape in ((b, n, c), (c, c), (c,), (c,))]
         task_size = f"B={b},T={n},C={c}"
-        methods = chain_methods(c, device, quick)
+        methods = chain_methods(c, device, quick, grid)
         reference = loop_log_partition(*[x.double() for x in inputs])
         ref_labels = loop_viterbi(*inputs)
         for task, fns in methods.items():
@@ -145,15 +179,18 @@ def bench_chains(sizes: list[tuple[int, int, int]], device: torch.device, repeat
                 if task in ("logZ", "viterbi"):
                     _check(task, method, fn, inputs, reference, ref_labels)
                 slow = (task, method) in SLOW
-                _measure(f"chain {task} fwd/{task_size}", method, lambda: fn(*inputs), device,
-                         1 if slow else repeats, records, warmup=0 if slow else 2)
+                if not (grid and task == "logZ"):
+                    name = "logZ fwd" if task == "logZ" else task
+                    _measure(f"chain {name}/{task_size}", method, lambda: fn(*inputs), device,
+                             1 if slow else repeats, records, warmup=0 if slow else 2, memory=not grid)
                 if task == "logZ":
                     leaf = inputs[0].clone().requires_grad_()
 
                     def fwd_bwd(fn: Callable[..., Any] = fn, leaf: torch.Tensor = leaf) -> Any:
                         return torch.autograd.grad(fn(leaf, *inputs[1:]).sum(), leaf)
 
-                    _measure(f"chain logZ fwd+bwd/{task_size}", method, fwd_bwd, device, repeats, records)
+                    _measure(f"chain logZ fwd+bwd/{task_size}", method, fwd_bwd, device, repeats,
+                             records, memory=not grid)
 
 
 def _check(task: str, method: str, fn: Callable[..., Any], inputs: list[torch.Tensor],
@@ -171,14 +208,39 @@ def _check(task: str, method: str, fn: Callable[..., Any], inputs: list[torch.Te
             raise AssertionError(f"{method} Viterbi labels differ from the reference loop")
 
 
+def median_wall_cpu_ms(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 2
+                       ) -> tuple[float, float, float]:
+    """Medians of wall time and of CPU time (this process, all threads) in ms, and the wall
+    time's interquartile range. On a CPU shared with other jobs the CPU time leaves out the
+    time this process waited for a core."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    wall, cpu = [], []
+    for _ in range(repeats):
+        w0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        synchronize(device)
+        wall.append((time.perf_counter() - w0) * 1000.0)
+        cpu.append((time.process_time() - c0) * 1000.0)
+    q = statistics.quantiles(wall, n=4) if len(wall) > 1 else [wall[0]] * 3
+    return statistics.median(wall), statistics.median(cpu), q[2] - q[0]
+
+
 def _measure(task: str, method: str, fn: Callable[[], Any], device: torch.device, repeats: int,
-             records: list[dict[str, Any]], warmup: int = 2) -> None:
-    ms, iqr = median_ms(fn, device, repeats, warmup)
-    mem = peak_memory_mb(fn, device)
+             records: list[dict[str, Any]], warmup: int = 2, memory: bool = True) -> None:
+    ms, cpu_ms, iqr = median_wall_cpu_ms(fn, device, repeats, warmup)
     records.append(record(BENCH, task, method, "time", ms, "ms", False, repeats, iqr=round(iqr, 3),
                           device=str(device)))
-    records.append(record(BENCH, task, method, "peak_memory", mem, "MB", False, 1, device=str(device)))
-    print(f"{task:45s} {method:22s} {ms:9.2f} ms  {mem:8.1f} MB", flush=True)
+    if device.type == "cpu":
+        records.append(record(BENCH, task, method, "cpu_time", cpu_ms, "ms", False, repeats,
+                              device=str(device)))
+    line = f"{task:45s} {method:22s} {ms:9.2f} ms  cpu {cpu_ms:9.2f} ms"
+    if memory:
+        mem = peak_memory_mb(fn, device)
+        records.append(record(BENCH, task, method, "peak_memory", mem, "MB", False, 1, device=str(device)))
+        line += f"  {mem:8.1f} MB"
+    print(line, flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -187,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats per cell")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--no-grid", action="store_true", help="skip the chain scaling grid")
     parser.add_argument("--output", type=Path, default=None, help="JSON path (default results/decoders.json, "
                         "results/decoders_quick.json with --quick)")
     args = parser.parse_args(argv)
@@ -203,6 +266,8 @@ def main(argv: list[str] | None = None) -> None:
     records: list[dict[str, Any]] = []
     warnings.filterwarnings("ignore", category=UserWarning, module="torch_struct")
     bench_chains(chain_sizes, device, repeats, records, args.quick)
+    if not args.no_grid:
+        bench_chains(grid_sizes(args.quick), device, max(3, repeats // 4), records, args.quick, grid=True)
     for extra in EXTRA_SECTIONS:
         extra(args.quick, device, repeats, records)
     mode = "quick" if args.quick else "full"
@@ -211,6 +276,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nwrote {path}\n")
     print(markdown_table(records, "time"))
     print()
+    if any(r["metric"] == "cpu_time" for r in records):
+        print(markdown_table(records, "cpu_time"))
+        print()
     print(markdown_table(records, "peak_memory"))
 
 
@@ -295,6 +363,17 @@ def bench_multilabel(quick: bool, device: torch.device, repeats: int,
                               iterations=result.iterations))
         print(f"{task:45s} dual decomposition agrees with exact on {same:.1f}% "
               f"(mean gap {result.gap.mean().item():.4f}, {result.iterations} iterations)")
+
+
+def grid_sizes(quick: bool) -> list[tuple[int, int, int]]:
+    """(B, T, C): T, C and B varied one at a time around B=256, T=120, C=12 (B=1 is the
+    latency); quick mode a smaller grid."""
+    if quick:
+        return [(1, 50, 13), (64, 200, 13), (64, 50, 40)]
+    sizes = [(256, t, 12) for t in (30, 60, 240, 480)]
+    sizes += [(256, 120, c) for c in (5, 25, 50)]
+    sizes += [(bsz, 120, 12) for bsz in (1, 16, 64)]
+    return sizes
 
 
 EXTRA_SECTIONS: list[Callable[[bool, torch.device, int, list[dict[str, Any]]], None]] = [

@@ -376,6 +376,11 @@ def _decoder_inputs(potentials: ChainPotentials, plan: Plan) -> tuple[Tensor, Te
     return u, trans, shared, plan.sort(potentials.end)
 
 
+#: below this many candidates per step the decoders use one max / top-k with indices (fewer
+#: operations); above it the outer-dimension reductions (cheaper per element on a CPU)
+SMALL_STEP = 8192
+
+
 def factored_viterbi(potentials: ChainPotentials, plan: Plan, n_total: int) -> Tensor:
     """Best labels (B, n_total), 0 at padded positions, by max-plus on factored potentials.
 
@@ -398,26 +403,34 @@ def factored_viterbi(potentials: ChainPotentials, plan: Plan, n_total: int) -> T
     alpha = ut[0]  # (C, k): the examples still running; fresh contiguous tensors per step
     finals = []  # (C, examples that end here) per step, in sorted order
     pointers = [ut[0]]  # per step (C_next, k) floats; index 0 unused
+    small = c * c * b <= SMALL_STEP  # tiny steps: one max with indices is fewer operations
     for t in range(1, n):
         k = sizes[t]
         if k < alpha.shape[1]:
             finals.append(alpha[:, k:])
             alpha = alpha[:, :k]
         cand = alpha.unsqueeze(1) + (outer if shared else outer[:, :, :k])
-        best = cand.amax(dim=0)  # (C_next, k)
-        pointers.append(_argmax_outer(cand, best, iota[:, :, :k], finite))
-        alpha = best.add_(ut[t, :, :k])
+        if small:
+            best, arg = cand.max(dim=0)
+            pointers.append(arg)
+        else:
+            best = cand.amax(dim=0)  # (C_next, k)
+            pointers.append(_argmax_outer(cand, best, iota[:, :, :k], finite).long())
+        alpha = best.add_(ut[t] if k == b else ut[t, :, :k])
     finals.append(alpha)
     # columns in sorted order: the longest examples (still running at the end) first
-    final = torch.cat(finals[::-1], dim=1).t()  # (B, C)
+    final = torch.cat(finals[::-1], dim=1).t() if len(finals) > 1 else alpha.t()  # (B, C)
     current = (final + end).argmax(dim=1)  # (B,) label at each example's last position
-    labels = torch.zeros(n, b, dtype=torch.long, device=dev)
+    path = [current] * n
     for t in range(n - 1, 0, -1):
-        labels[t] = current
+        path[t] = current
         k = sizes[t]
-        current[:k] = pointers[t].gather(0, current[:k].unsqueeze(0)).squeeze(0).long()
-    labels[0] = current
-    out = plan.unsort(labels.t())
+        if k == b:
+            current = pointers[t].gather(0, current.unsqueeze(0))[0]
+        else:
+            current = torch.cat([pointers[t].gather(0, current[:k].unsqueeze(0))[0], current[k:]])
+    path[0] = current
+    out = plan.unsort(torch.stack(path, dim=1))  # (B, n)
     if plan.ragged:  # past each length the label is the example's last one: zero it
         out = torch.where(_valid_bn(lengths_of(plan), plan.n), out, 0)
     return _pad_labels(out, n_total)
@@ -466,7 +479,12 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
             finals.append(alpha[:, :, m:])
             alpha = alpha[:, :, :m]
         # every candidate [i * k + r, j] = alpha[i, r] + T[i, j], and the list heads (r = 0)
-        cand = (alpha.unsqueeze(2) + (outer if shared else outer[..., :m])).view(c * k, c, m)
+        cand = (alpha.unsqueeze(2) + (outer if shared else outer[..., :m])).reshape(c * k, c, m)
+        if m * c * 16 <= SMALL_STEP:  # few rows: one top-k over the C * k candidates of each
+            top, arg = cand.permute(1, 2, 0).topk(k, dim=2)  # (C_next, m, k), index i * k + r
+            alpha = top.permute(0, 2, 1).add(ut[t, :, :m].unsqueeze(1)).contiguous()  # (C_next, k, m)
+            pointers.append(arg.permute(0, 2, 1).reshape(c * k, m))
+            continue
         heads = cand.view(c, k, c, m)[:, 0].contiguous()  # (C_prev, C_next, m)
         where = start_q.expand(c, c, m).contiguous()  # flat index of each list's head
         marks = iota[:, :, :m]
