@@ -21,12 +21,16 @@ Hamming cost: the number of words with a wrong head (linear in arcs).
 
 Algorithm: Eisner (1996) with complete and incomplete spans, batched over the spans of each
 width (charts stored by start and by end so that each width is a few tensor slices); any
-semiring of :mod:`structssl.semirings`. Each projective tree has exactly one derivation, so the
-k-best derivations of the KMax semiring are the k best trees. Argmax and k-best recover the
-trees by differentiating the KMax inside pass (one backward per rank): the gradient of a rank's
-score is exactly the 0/1 arc indicator of its tree (top-k routes each rank to one derivation),
-i.e. autograd replays the backpointers. Time O(B N^3) (O(B N^3 k log k) for k-best), memory
-O(B N^2) charts (times k).
+semiring of :mod:`structssl.semirings`. Log Z, max and the smoothed max run fused: the charts
+are filled without an autograd graph and the backward is one outside pass over them (the arc
+marginals: split weights are softmaxes of the stored terms); the argmax is the same outside pass
+over the Max charts with one-hot splits (it marks exactly the arcs of one best tree: tensor
+backtracking, no autograd). Double backward (``create_graph``) recomputes through the
+autograd-able pass. Each projective tree has exactly one derivation, so the k-best derivations
+of the KMax semiring are the k best trees: k-best differentiates the KMax inside pass once per
+rank (the gradient of a rank's score is the 0/1 arc indicator of its tree, since top-k routes
+each rank to one derivation). Time O(B N^3) (O(B N^3 k log k) for k-best), memory O(B N^2)
+charts (times k).
 
 References: Eisner (1996), "Three new probabilistic models for dependency parsing"; McDonald
 et al. (2005) for arc-factored training.
@@ -34,12 +38,12 @@ et al. (2005) for arc-factored training.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
-from structssl.semirings import KMax, Semiring
+from structssl.semirings import KMax, Log, Max, Semiring, SmoothMax
 from structssl.structures.base import Potentials, Structure, semiring_sum
 
 __all__ = ["DependencyTree"]
@@ -184,6 +188,16 @@ class DependencyTree(Structure):
 
     # ------------------------------------------------------------------ dynamic programs
     def _inside(self, potentials: Tensor, lengths: Tensor, semiring: Semiring) -> Tensor:
+        if type(semiring) is Log or isinstance(semiring, Max):
+            mode = "max" if isinstance(semiring, Max) else "log"
+            return _EisnerFused.apply(potentials, lengths, mode, self.multiroot)
+        if isinstance(semiring, SmoothMax):
+            t = semiring.temperature
+            return t * _EisnerFused.apply(potentials / t, lengths, "log", self.multiroot)
+        return self._inside_autograd(potentials, lengths, semiring)
+
+    def _inside_autograd(self, potentials: Tensor, lengths: Tensor, semiring: Semiring) -> Tensor:
+        """Eisner over any semiring by differentiable tensor ops (KMax; double backward)."""
         b, n1 = potentials.shape[:2]
         size = (semiring.size,) if semiring.size else ()
         zero = semiring.lift(potentials.new_full((b, n1, n1), float("-inf")))
@@ -228,8 +242,12 @@ class DependencyTree(Structure):
         return semiring_sum(semiring, total, 1)
 
     def _argmax(self, potentials: Tensor, lengths: Tensor) -> Tensor:
-        labels, _ = self._kbest(potentials, 1, lengths)
-        return labels[:, 0]
+        # the outside pass of the max charts with one-hot splits marks the best tree's arcs
+        charts = _eisner_charts(potentials, lengths, "max", self.multiroot)
+        ones = potentials.new_ones(potentials.shape[0])
+        arcs = _eisner_outside(potentials, lengths, charts, ones, "max", self.multiroot)
+        heads = arcs[:, :, 1:].argmax(1)
+        return torch.where(self.valid_mask(lengths, heads.shape[1]), heads, 0)
 
     def _kbest(self, potentials: Tensor, k: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """k best trees: the gradient of each rank of the KMax inside pass is its tree's arcs."""
@@ -294,3 +312,140 @@ class DependencyTree(Structure):
 def _combine(semiring: Semiring, left: Tensor, right: Tensor) -> Tensor:
     """``sum_r left[:, :, r] (x) right[:, :, r]``: (B, M, W, *S) twice -> (B, M, *S)."""
     return semiring_sum(semiring, semiring.mul(left, right), 2)
+
+
+# ---------------------------------------------------------------------- fused Eisner (Log, Max)
+def _reduce(terms: Tensor, mode: str) -> Tensor:
+    if mode == "max":
+        return terms.amax(2)
+    return torch.logsumexp(terms, 2)
+
+
+def _split_weights(terms: Tensor, result: Tensor, mode: str) -> Tensor:
+    """d result / d terms: softmax weights (log) or a one-hot first argmax (max); 0 where
+    ``result`` is -inf (no derivation)."""
+    dead = torch.isneginf(result).unsqueeze(2)
+    if mode == "max":
+        hot = torch.zeros_like(terms)
+        hot.scatter_(2, terms.argmax(2, keepdim=True), 1.0)
+        return hot.masked_fill(dead, 0.0)
+    safe = result.masked_fill(torch.isneginf(result), 0.0).unsqueeze(2)
+    return (terms - safe).exp().masked_fill(dead, 0.0)
+
+
+def _eisner_charts(pot: Tensor, lengths: Tensor, mode: str, multiroot: bool) -> dict[str, Any]:
+    """The Log or Max charts of Eisner's algorithm, no autograd: complete / incomplete spans
+    by start ``[b, i, width]`` and by end ``[b, j, width]``, and the final value (B,)."""
+    b, n1 = pot.shape[:2]
+    with torch.no_grad():
+        arcs = pot if multiroot else pot.clone().index_fill_(1, pot.new_zeros(1, dtype=torch.long), float("-inf"))
+        names = ("c_right_s", "c_left_s", "c_right_e", "c_left_e", "i_right_s", "i_left_e")
+        ch: dict[str, Any] = {k: pot.new_full((b, n1, n1), float("-inf")) for k in names}
+        for k in names[:4]:
+            ch[k][:, :, 0] = 0.0
+        cores = [None]
+        for w in range(1, n1):
+            m = n1 - w
+            core = _reduce(ch["c_right_s"][:, :m, :w] + ch["c_left_e"][:, w:, :w].flip(2), mode)
+            cores.append(core)
+            ch["i_right_s"][:, :m, w] = core + torch.diagonal(arcs, w, 1, 2)
+            ch["i_left_e"][:, w:, w] = core + torch.diagonal(arcs, -w, 1, 2)
+            right = _reduce(ch["i_right_s"][:, :m, 1 : w + 1] + ch["c_right_e"][:, w:, :w].flip(2), mode)
+            left = _reduce(ch["c_left_s"][:, :m, :w] + ch["i_left_e"][:, w:, 1 : w + 1].flip(2), mode)
+            ch["c_right_s"][:, :m, w] = right
+            ch["c_right_e"][:, w:, w] = right
+            ch["c_left_s"][:, :m, w] = left
+            ch["c_left_e"][:, w:, w] = left
+        ch["cores"] = cores
+        if multiroot:
+            ch["value"] = ch["c_right_s"][:, 0].gather(1, lengths.view(b, 1)).squeeze(1)
+        else:
+            ch["root_terms"] = _root_terms(pot, lengths, ch)
+            ch["value"] = _reduce(ch["root_terms"].unsqueeze(1), mode).squeeze(1)
+    return ch
+
+
+def _root_terms(pot: Tensor, lengths: Tensor, ch: dict[str, Any]) -> Tensor:
+    """(B, N): C<-[1, r] + C->[r, n] + s[0, r] for the one root child r (-inf past n)."""
+    b, n1 = pot.shape[:2]
+    n = n1 - 1
+    r = torch.arange(1, n1, device=pot.device).view(1, n)
+    ends = ch["c_right_e"][torch.arange(b, device=pot.device).view(b, 1), lengths.view(b, 1)]  # (B, 1, N + 1)
+    widths = (lengths.view(b, 1) - r).clamp(min=0)
+    right = ends.squeeze(1).gather(1, widths)
+    terms = ch["c_left_s"][:, 1, :n] + right + pot[:, 0, 1:]
+    return terms.masked_fill(r > lengths.view(b, 1), float("-inf"))
+
+
+def _eisner_outside(
+    pot: Tensor, lengths: Tensor, ch: dict[str, Any], grad: Tensor, mode: str, multiroot: bool
+) -> Tensor:
+    """d value / d arcs times ``grad`` (B,): the arc marginals (log) or the best tree's arcs
+    (max), by one outside pass over the stored charts (adjoints, no autograd)."""
+    b, n1 = pot.shape[:2]
+    with torch.no_grad():
+        arcs = pot if multiroot else pot.clone().index_fill_(1, pot.new_zeros(1, dtype=torch.long), float("-inf"))
+        g = {k: torch.zeros_like(ch[k]) for k in ("c_right_s", "c_left_s", "c_right_e", "c_left_e", "i_right_s", "i_left_e")}
+        g_arc = torch.zeros_like(pot)
+        rows = torch.arange(b, device=pot.device)
+        if multiroot:
+            g["c_right_s"][rows, 0, lengths] = grad
+        else:
+            terms = ch["root_terms"]
+            weights = _split_weights(terms.unsqueeze(1), ch["value"].unsqueeze(1), mode).squeeze(1)
+            contrib = weights * grad.view(b, 1)  # (B, N) over the root child r
+            n = n1 - 1
+            g["c_left_s"][:, 1, :n] += contrib
+            widths = (lengths.view(b, 1) - torch.arange(1, n1, device=pot.device).view(1, n)).clamp(min=0)
+            g["c_right_e"][rows.view(b, 1), lengths.view(b, 1), widths] += contrib
+            g_arc[:, 0, 1:] += contrib
+        for w in range(n1 - 1, 0, -1):
+            m = n1 - w
+            g_right = g["c_right_s"][:, :m, w] + g["c_right_e"][:, w:, w]
+            g_left = g["c_left_s"][:, :m, w] + g["c_left_e"][:, w:, w]
+            terms = ch["i_right_s"][:, :m, 1 : w + 1] + ch["c_right_e"][:, w:, :w].flip(2)
+            contrib = _split_weights(terms, ch["c_right_s"][:, :m, w], mode) * g_right.unsqueeze(2)
+            g["i_right_s"][:, :m, 1 : w + 1] += contrib
+            g["c_right_e"][:, w:, :w] += contrib.flip(2)
+            terms = ch["c_left_s"][:, :m, :w] + ch["i_left_e"][:, w:, 1 : w + 1].flip(2)
+            contrib = _split_weights(terms, ch["c_left_s"][:, :m, w], mode) * g_left.unsqueeze(2)
+            g["c_left_s"][:, :m, :w] += contrib
+            g["i_left_e"][:, w:, 1 : w + 1] += contrib.flip(2)
+            g_inc_right = g["i_right_s"][:, :m, w]
+            g_inc_left = g["i_left_e"][:, w:, w]
+            torch.diagonal(g_arc, w, 1, 2).add_(g_inc_right)
+            torch.diagonal(g_arc, -w, 1, 2).add_(g_inc_left)
+            terms = ch["c_right_s"][:, :m, :w] + ch["c_left_e"][:, w:, :w].flip(2)
+            g_core = (g_inc_right + g_inc_left).unsqueeze(2)
+            contrib = _split_weights(terms, ch["cores"][w], mode) * g_core
+            g["c_right_s"][:, :m, :w] += contrib
+            g["c_left_e"][:, w:, :w] += contrib.flip(2)
+        # arcs forbidden (-inf) never get weight; with multiroot=False the root row of the
+        # charts was -inf, only the root-child term above reaches row 0
+        return g_arc
+
+
+class _EisnerFused(torch.autograd.Function):
+    """log Z (or max) of projective trees with the outside pass as its backward: no autograd
+    graph through the charts. Double backward recomputes through the autograd-able Eisner."""
+
+    @staticmethod
+    def forward(ctx, potentials: Tensor, lengths: Tensor, mode: str, multiroot: bool) -> Tensor:  # type: ignore[override]
+        pot = potentials.detach()
+        charts = _eisner_charts(pot, lengths, mode, multiroot)
+        ctx.save_for_backward(potentials, lengths)
+        ctx.charts, ctx.mode, ctx.multiroot = charts, mode, multiroot
+        return charts["value"].clone()
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[no-untyped-def, override]
+        potentials, lengths = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph: differentiable marginals
+            semiring = Max() if ctx.mode == "max" else Log()
+            tree = DependencyTree(multiroot=ctx.multiroot, validate=False)
+            with torch.enable_grad():
+                again = tree._inside_autograd(potentials, lengths, semiring)
+                (marg,) = torch.autograd.grad(again, potentials, grad, create_graph=True)
+            return marg, None, None, None
+        marg = _eisner_outside(potentials.detach(), lengths, ctx.charts, grad, ctx.mode, ctx.multiroot)
+        return marg, None, None, None
