@@ -68,7 +68,7 @@ from common import RESULTS, header, record, write_results  # noqa: E402
 
 from structssl.losses import NablaCoSVMLoss, NablaSVMLoss, NablaTSVMLoss  # noqa: E402
 from structssl.structures import LinearChain, MultiClass  # noqa: E402
-from structssl.training.modules import (  # noqa: E402
+from structssl.training import (  # noqa: E402
     CoTrainingModule,
     StructuredModule,
     SupervisedModule,

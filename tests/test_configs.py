@@ -10,7 +10,6 @@ missing (``FileNotFoundError: missing data file ...`` from ``structssl.data.path
 from __future__ import annotations
 
 import importlib
-import inspect
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,6 +19,8 @@ import torch
 pytest.importorskip("pytorch_lightning")
 pytest.importorskip("jsonargparse")
 yaml = pytest.importorskip("yaml")
+
+from jsonargparse import ArgumentParser  # noqa: E402
 
 from structssl.cli import cli_main  # noqa: E402
 
@@ -44,7 +45,11 @@ def _class(path: str) -> Any:
 
 
 def _params(path: str) -> set[str]:
-    return set(inspect.signature(_class(path).__init__).parameters)
+    """The init args a config may give ``path``, as jsonargparse resolves them (a procedure's
+    ``**kwargs`` stand for its base class's options)."""
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(_class(path), "x", fail_untyped=False)
+    return set(parser.get_defaults()["x"].keys())
 
 
 def shrinking_overrides(config: Path) -> list[str]:

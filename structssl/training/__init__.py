@@ -37,17 +37,14 @@ from structssl.training.composite import (
     TSVMPlusModule,
 )
 from structssl.training.label_switching import LabelSwitchingAnnealing, LabelSwitchingModule
-from structssl.training.modules import (
-    CoTrainingModule,
-    ObjectiveTerms,
-    StructuredModule,
-    SupervisedModule,
-    TransductiveModule,
-)
+from structssl.training.cotraining import CoTrainingModule
+from structssl.training.modules import ObjectiveTerms, StructuredModule, SupervisedModule
+from structssl.training.transductive import SafeguardedModule, TransductiveModule
 
 __all__ = [
     "StructuredModule",
     "SupervisedModule",
+    "SafeguardedModule",
     "TransductiveModule",
     "CoTrainingModule",
     "CCCPModule",

@@ -59,8 +59,7 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 
-from structssl.losses import CRFNLLLoss, NablaCoSVMLoss, NablaSVMLoss, NablaTSVMLoss
-from structssl.losses.nabla import LabelBalanceLoss, label_proportions
+from structssl.losses import CRFNLLLoss
 from structssl.metrics import task_metrics
 from structssl.scorers.base import weight_norm_squared
 from structssl.structures.base import Potentials, Structure
@@ -68,8 +67,6 @@ from structssl.structures.base import Potentials, Structure
 __all__ = [
     "StructuredModule",
     "SupervisedModule",
-    "TransductiveModule",
-    "CoTrainingModule",
     "ObjectiveTerms",
 ]
 
@@ -615,8 +612,10 @@ class SupervisedModule(StructuredModule):
         loss: any labeled loss ``loss(structure, potentials, target, lengths)`` with
             ``reduction="mean"`` (default: ``CRFNLLLoss()``; e.g. ``NablaSVMLoss()``,
             ``StructuredHingeLoss()``, ``CompositeLikelihoodLoss(...)``).
-        C, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias,
-            num_labeled, task, tags: see :class:`StructuredModule`.
+        C: labeled weight.
+        **kwargs: the options of :class:`StructuredModule` (``optimizer``, ``lr``,
+            ``lbfgs_max_iter``, ``lbfgs_history``, ``momentum``, ``regularize_bias``,
+            ``num_labeled``, ``task``, ``tags``); configs give them as init args like the rest.
     """
 
     uses_unlabeled = False
@@ -627,20 +626,9 @@ class SupervisedModule(StructuredModule):
         scorer: nn.Module,
         loss: Optional[nn.Module] = None,
         C: float = 1.0,
-        optimizer: OptimizerName = "lbfgs",
-        lr: float = 1.0,
-        lbfgs_max_iter: int = 20,
-        lbfgs_history: int = 10,
-        momentum: float = 0.0,
-        regularize_bias: bool = True,
-        num_labeled: Optional[int] = None,
-        task: Optional[Task] = None,
-        tags: Optional[Sequence[str]] = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            structure, scorer, C, 0.0, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum,
-            regularize_bias, num_labeled, 0, task, tags,
-        )
+        super().__init__(structure, scorer, C, 0.0, num_unlabeled=0, **kwargs)
         self.loss = CRFNLLLoss() if loss is None else loss
         if not isinstance(self.loss, nn.Module):
             raise TypeError(f"loss must be an nn.Module; got {type(self.loss).__name__}")
@@ -662,293 +650,3 @@ class SupervisedModule(StructuredModule):
     def eval_loss(self, batch: Batch) -> Tensor:
         pot = self.potentials(batch)
         return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
-
-
-class TransductiveModule(StructuredModule):
-    """nabla-TSVM (thesis OP 7.4): labeled nabla-SVM loss plus ``C_u`` times the unlabeled loss.
-
-    ``J = ||w||^2 / (2n) + C mean_i xi_i + C_u (m/n) mean_j xi*_j`` with ``xi_i`` the labeled
-    loss (default :class:`~structssl.losses.NablaSVMLoss`) and ``xi*_j`` the unlabeled loss
-    (default :class:`~structssl.losses.NablaTSVMLoss`: the pseudo-label is the current argmax,
-    re-decoded at every evaluation). Anneal ``C`` / ``C_u`` / ``rho`` with the callbacks of
-    :mod:`structssl.training.callbacks` (the thesis's barrier and ramp: ``CBarrier``,
-    ``CuRamp``).
-
-    Args:
-        structure: the structure.
-        scorer: inputs -> potentials.
-        loss: labeled loss (default ``NablaSVMLoss()``).
-        unlabeled_loss: unlabeled loss ``u(structure, potentials, None, lengths)`` (default
-            ``NablaTSVMLoss()``).
-        C: labeled weight. Cu: unlabeled weight (1 = same weight per example as a labeled one).
-        optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias, num_labeled,
-            num_unlabeled, task, tags: see :class:`StructuredModule`.
-        warm_start_epochs: safeguard: labeled-only epochs before the unlabeled term enters
-            (C_u = 0, unlabeled batches not scored; a
-            :class:`~structssl.training.callbacks.SupervisedWarmStart`), so that the first
-            pseudo-labels come from a trained supervised model, not from the initial weights.
-        cu_start: safeguard: anneal C_u from ``Cu * cu_start`` (in (0, 1]), times ``cu_factor``
-            per epoch up to ``Cu``, from the end of the warm start (a ``GeometricAnnealing`` of
-            ``"Cu"``; ``None``: no schedule of its own, e.g. a ``CuRamp`` in the trainer).
-        cu_factor: growth of C_u per epoch with ``cu_start`` (> 1).
-        balance_weight: safeguard: weight ``lambda`` of the label-balance constraint
-            ``lambda * sum_c (pbar_c - q_c)^2`` (:class:`~structssl.losses.nabla.LabelBalanceLoss`)
-            added to ``J`` while the unlabeled term is active: ``pbar`` the expected label
-            proportions on the unlabeled batch, ``q`` those of the labeled data (thesis ch. 7).
-            Prevents a one-label (all-``O``) collapse of the pseudo-labels. 0 = off; logged as
-            ``train/balance_penalty``.
-        balance_temperature: temperature of the marginals in the balance penalty.
-        label_proportions: ``q`` (one value per label, summing to 1); default: counted on the
-            data module's labeled split at the start of fit (else on each labeled batch).
-    """
-
-    uses_unlabeled = True
-
-    def __init__(
-        self,
-        structure: Structure,
-        scorer: nn.Module,
-        loss: Optional[nn.Module] = None,
-        unlabeled_loss: Optional[nn.Module] = None,
-        C: float = 1.0,
-        Cu: float = 1.0,
-        optimizer: OptimizerName = "lbfgs",
-        lr: float = 1.0,
-        lbfgs_max_iter: int = 20,
-        lbfgs_history: int = 10,
-        momentum: float = 0.0,
-        regularize_bias: bool = True,
-        num_labeled: Optional[int] = None,
-        num_unlabeled: Optional[int] = None,
-        task: Optional[Task] = None,
-        tags: Optional[Sequence[str]] = None,
-        warm_start_epochs: int = 0,
-        cu_start: Optional[float] = None,
-        cu_factor: float = 2.0,
-        balance_weight: float = 0.0,
-        balance_temperature: float = 1.0,
-        label_proportions: Optional[Sequence[float]] = None,
-    ) -> None:
-        super().__init__(
-            structure, scorer, C, Cu, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum,
-            regularize_bias, num_labeled, num_unlabeled, task, tags,
-        )
-        self.loss = NablaSVMLoss() if loss is None else loss
-        self.unlabeled_loss = NablaTSVMLoss() if unlabeled_loss is None else unlabeled_loss
-        for name, value in (("loss", self.loss), ("unlabeled_loss", self.unlabeled_loss)):
-            if not isinstance(value, nn.Module):
-                raise TypeError(f"{name} must be an nn.Module; got {type(value).__name__}")
-        self._init_rho()
-        self._init_safeguards(
-            warm_start_epochs, cu_start, cu_factor, balance_weight, balance_temperature,
-            label_proportions,
-        )
-
-    def losses(self) -> list[nn.Module]:
-        return [self.loss, self.unlabeled_loss]
-
-    # ------------------------------------------------------------------ safeguards
-    # (CoTrainingModule shares these methods: it assigns them below its own definition)
-    def _init_safeguards(
-        self,
-        warm_start_epochs: int,
-        cu_start: Optional[float],
-        cu_factor: float,
-        balance_weight: float,
-        balance_temperature: float,
-        label_proportions: Optional[Sequence[float]],
-    ) -> None:
-        from structssl.training.callbacks import safeguard_callbacks
-
-        self.warm_start_epochs = _optional_count(warm_start_epochs, "warm_start_epochs", 0) or 0
-        self.cu_start = None if cu_start is None else _positive(cu_start, "cu_start")
-        if self.cu_start is not None and self.cu_start > 1:
-            raise ValueError(f"cu_start must be in (0, 1]; got {cu_start!r}")
-        self.cu_factor = _positive(cu_factor, "cu_factor")
-        if self.cu_factor <= 1:
-            raise ValueError(f"cu_factor must be > 1; got {cu_factor!r}")
-        safeguard_callbacks(self.warm_start_epochs, self.cu_start, self.cu_factor)  # validates
-        self.balance_weight = _positive(balance_weight, "balance_weight", allow_zero=True)
-        self.balance_loss = LabelBalanceLoss(balance_temperature)
-        self._given_proportions: Optional[Tensor] = None
-        if label_proportions is not None:
-            q = torch.as_tensor(list(label_proportions), dtype=torch.float64)
-            num = getattr(self.structure, "num_labels", None)
-            if q.dim() != 1 or (num is not None and q.shape != (num,)) or bool((q < 0).any()):
-                raise ValueError(
-                    f"label_proportions must be {num} non-negative values (one per label); got "
-                    f"{list(label_proportions)!r}"
-                )
-            if abs(float(q.sum()) - 1.0) > 1e-6:
-                raise ValueError(f"label_proportions must sum to 1; got sum {float(q.sum())}")
-            self._given_proportions = q
-        #: ``q`` of the balance constraint (empty until known: given, or counted at fit start)
-        self.register_buffer(
-            "label_proportions",
-            torch.zeros(0, dtype=torch.float64) if self._given_proportions is None
-            else self._given_proportions.clone(),
-            persistent=False,
-        )
-
-    def configure_callbacks(self) -> list[pl.Callback]:
-        """The safeguard callbacks (C_u annealing, supervised warm start) of the options."""
-        from structssl.training.callbacks import safeguard_callbacks
-
-        return safeguard_callbacks(self.warm_start_epochs, self.cu_start, self.cu_factor)
-
-    def on_fit_start(self) -> None:
-        StructuredModule.on_fit_start(self)
-        if self.balance_weight == 0 or self._given_proportions is not None:
-            return
-        trainer = self._trainer
-        dm = getattr(trainer, "datamodule", None) if trainer is not None else None
-        examples = getattr(dm, "splits", {}).get("labeled") if dm is not None else None
-        num = getattr(self.structure, "num_labels", None)
-        if examples and num:
-            labels = torch.cat([ex["labels"].reshape(-1) for ex in examples])
-            self.label_proportions = label_proportions(labels, num).to(self.device)
-
-    def _balance(
-        self, labeled: Batch, unlabeled: Batch, potentials: Sequence[Potentials]
-    ) -> Optional[Tensor]:
-        """Sum over ``potentials`` of the balance penalty; None when the constraint is off."""
-        if self.balance_weight == 0:
-            return None
-        q = self.label_proportions
-        if q.numel() == 0:  # no data module split: the labeled batch's proportions
-            num = int(self.structure.num_labels)
-            q = label_proportions(labeled["labels"], num, labeled.get("lengths"))
-        lengths = unlabeled.get("lengths")
-        total = sum(self.balance_loss(self.structure, p, q, lengths) for p in potentials)
-        assert isinstance(total, Tensor)
-        size = int(unlabeled["inputs"].shape[0])
-        self.log("train/balance_penalty", total.detach(), on_step=False, on_epoch=True,
-                 batch_size=size, sync_dist=True)
-        return total
-
-    def _with_balance(self, terms: ObjectiveTerms, penalty: Optional[Tensor]) -> ObjectiveTerms:
-        if penalty is None:
-            return terms
-        return terms._replace(objective=terms.objective + self.balance_weight * penalty)
-
-    def objective_terms(self, batch: Batch) -> ObjectiveTerms:
-        labeled, unlabeled = self._split(batch)
-        pot = self.potentials(labeled)
-        value = self.loss(self.structure, pot, labeled["labels"], labeled.get("lengths"))
-        u_value: Optional[Tensor] = None
-        penalty: Optional[Tensor] = None
-        if unlabeled is not None and self.current("Cu") > 0:
-            u_pot = self.potentials(unlabeled)
-            u_value = self.unlabeled_loss(self.structure, u_pot, None, unlabeled.get("lengths"))
-            penalty = self._balance(labeled, unlabeled, [u_pot])
-        terms = self._combine(self.weight_norm_squared(), value, u_value)
-        return self._with_balance(terms, penalty)
-
-    def eval_loss(self, batch: Batch) -> Tensor:
-        pot = self.potentials(batch)
-        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
-
-
-class CoTrainingModule(StructuredModule):
-    """nabla-coSVM (thesis OP 7.5): two views, each trained on the peer view's predictions.
-
-    ``J = (||w^a||^2 + ||w^b||^2) / (2n) + C mean_i (xi^a_i + xi^b_i)
-    + C_u (m/n) mean_j (xi^a_j + xi^b_j)`` with the loss
-    :class:`~structssl.losses.NablaCoSVMLoss`: on labeled examples both views take the gold
-    labels, on unlabeled ones view a's target is view b's argmax (a pseudo-label from the peer
-    view, no gradient through the choice) and vice versa. Decoding uses the joint potentials
-    (the sum of the views').
-
-    Args:
-        structure: the structure shared by both views.
-        scorer: a two-view scorer, ``scorer(inputs, inputs_b, lengths)`` returning
-            :class:`~structssl.scorers.TwoViewPotentials` (e.g. ``TwoViewScorer``).
-        loss: the two-view loss (default ``NablaCoSVMLoss()``), called as
-            ``loss(structure, potentials_a, potentials_b, target_or_None, lengths)``.
-        C, Cu, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias,
-            num_labeled, num_unlabeled, task, tags: see :class:`StructuredModule`.
-        warm_start_epochs, cu_start, cu_factor, balance_weight, balance_temperature,
-            label_proportions: the safeguards of :class:`TransductiveModule`; the balance
-            penalty is applied to each view's potentials on the unlabeled batch (each view's
-            labeling is the other's target) and summed.
-    """
-
-    uses_unlabeled = True
-
-    def __init__(
-        self,
-        structure: Structure,
-        scorer: nn.Module,
-        loss: Optional[nn.Module] = None,
-        C: float = 1.0,
-        Cu: float = 1.0,
-        optimizer: OptimizerName = "lbfgs",
-        lr: float = 1.0,
-        lbfgs_max_iter: int = 20,
-        lbfgs_history: int = 10,
-        momentum: float = 0.0,
-        regularize_bias: bool = True,
-        num_labeled: Optional[int] = None,
-        num_unlabeled: Optional[int] = None,
-        task: Optional[Task] = None,
-        tags: Optional[Sequence[str]] = None,
-        warm_start_epochs: int = 0,
-        cu_start: Optional[float] = None,
-        cu_factor: float = 2.0,
-        balance_weight: float = 0.0,
-        balance_temperature: float = 1.0,
-        label_proportions: Optional[Sequence[float]] = None,
-    ) -> None:
-        super().__init__(
-            structure, scorer, C, Cu, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum,
-            regularize_bias, num_labeled, num_unlabeled, task, tags,
-        )
-        self.loss = NablaCoSVMLoss() if loss is None else loss
-        if not isinstance(self.loss, nn.Module):
-            raise TypeError(f"loss must be an nn.Module; got {type(self.loss).__name__}")
-        self._init_rho()
-        self._init_safeguards(
-            warm_start_epochs, cu_start, cu_factor, balance_weight, balance_temperature,
-            label_proportions,
-        )
-
-    _init_safeguards = TransductiveModule._init_safeguards
-    configure_callbacks = TransductiveModule.configure_callbacks
-    on_fit_start = TransductiveModule.on_fit_start
-    _balance = TransductiveModule._balance
-    _with_balance = TransductiveModule._with_balance
-
-    def losses(self) -> list[nn.Module]:
-        return [self.loss]
-
-    def potentials(self, batch: Batch) -> Any:
-        """Both views' potentials and their sum (``TwoViewPotentials``)."""
-        if "inputs_b" not in batch:
-            raise ValueError(
-                "batch must hold the second view's inputs under 'inputs_b' for "
-                f"CoTrainingModule (use a data module with two_view=True); got keys {sorted(batch)}"
-            )
-        return self.scorer(batch["inputs"], batch["inputs_b"], batch.get("lengths"))
-
-    def decode_potentials(self, batch: Batch) -> Potentials:
-        return self.potentials(batch).joint
-
-    def _view_loss(self, batch: Batch, target: Optional[Tensor]) -> Tensor:
-        pot = self.potentials(batch)
-        return self.loss(self.structure, pot.view_a, pot.view_b, target, batch.get("lengths"))
-
-    def objective_terms(self, batch: Batch) -> ObjectiveTerms:
-        labeled, unlabeled = self._split(batch)
-        value = self._view_loss(labeled, labeled["labels"])
-        u_value: Optional[Tensor] = None
-        penalty: Optional[Tensor] = None
-        if unlabeled is not None and self.current("Cu") > 0:
-            pot = self.potentials(unlabeled)
-            lengths = unlabeled.get("lengths")
-            u_value = self.loss(self.structure, pot.view_a, pot.view_b, None, lengths)
-            penalty = self._balance(labeled, unlabeled, [pot.view_a, pot.view_b])
-        terms = self._combine(self.weight_norm_squared(), value, u_value)
-        return self._with_balance(terms, penalty)
-
-    def eval_loss(self, batch: Batch) -> Tensor:
-        return self._view_loss(batch, batch["labels"])
