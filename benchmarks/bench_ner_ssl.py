@@ -1,14 +1,19 @@
 """Semi-supervised NER on CoNLL-2002 Spanish: does unlabeled data beat the supervised model?
 
-Issue 17: with 10 / 100 labeled sentences the nabla-TSVM and nabla-coSVM collapsed to all-O.
-This script sweeps procedures and safeguard settings through the library's own training path
-(``CoNLLDataModule`` + ``LinearChain`` + ``LinearChainScorer`` + the losses and callbacks, run
-by ``pytorch_lightning.Trainer.fit`` / ``.test`` exactly as the CLI does; no training loop of
-its own), chooses settings on dev (esp.testa) and reports span F1 on esp.testb next to the
-supervised model of the same labeled draw.
+Every method is a shipped config run exactly as a user runs it (``structssl fit --config
+configs/tagger.yaml`` / ``configs/tagger_ssl.yaml`` with the files and the labeled draw given on
+the command line, through ``structssl.cli.cli_main``); this script only sweeps the labeled draws
+and collects metrics. Each run keeps its best dev (esp.testa) checkpoint and is scored on
+esp.testb next to the supervised CRF of the same labeled draw:
+
+- ``supervised``: ``configs/tagger.yaml`` on the labeled sentences alone;
+- ``supervised+clusters``: the same CRF with word-cluster features learned from the unlabeled
+  sentences (``--data.word_clusters``);
+- ``tsvm+clusters``: ``configs/tagger_ssl.yaml`` as shipped (nabla-TSVM, clusters on);
+- ``tsvm``: the same without the clusters.
 
     python benchmarks/bench_ner_ssl.py --quick      # 100 labeled + 2000 unlabeled, 1 seed, 500 test
-    python benchmarks/bench_ner_ssl.py --labeled 10 --seeds 0 1
+    python benchmarks/bench_ner_ssl.py --labeled 10 --seeds 0 1 2
 
 Records (DESIGN.md section 5) go to ``benchmarks/results/ner_ssl.json`` (``--quick``:
 ``ner_ssl_quick.json``): per method and task ``span_f1`` on dev and test, precision, recall,
@@ -23,120 +28,70 @@ import logging
 import os
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pytorch_lightning as pl  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.common import header, record, write_results  # noqa: E402
-from structssl.data import CoNLLDataModule  # noqa: E402
-from structssl.losses import NablaCoSVMLoss, NablaSVMLoss, NablaTSVMLoss  # noqa: E402
-from structssl.scorers import LinearChainScorer, TwoViewScorer  # noqa: E402
-from structssl.structures import LinearChain  # noqa: E402
-from structssl.training import (  # noqa: E402
-    CoTrainingModule,
-    SupervisedModule,
-    TransductiveModule,
-)
 
 BENCH = "ner_ssl"
-TAGS = ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+#: name -> (config, extra CLI overrides). Every method is a shipped config run as a user runs
+#: it (``structssl fit --config ...``); this script only sweeps the labeled draw.
+METHODS: dict[str, tuple[str, list[str]]] = {
+    # the supervised CRF of the README, on the labeled sentences alone
+    "supervised": ("tagger.yaml", ["--data.num_unlabeled=0"]),
+    # the same CRF with word-cluster features learned from the unlabeled sentences
+    "supervised+clusters": ("tagger.yaml", ["--data.word_clusters=[32,128,512]"]),
+    # nabla-TSVM with the CRF likelihood on the labeled part, with / without the clusters
+    "tsvm+clusters": ("tagger_ssl.yaml", []),
+    "tsvm": ("tagger_ssl.yaml", ["--data.word_clusters=null"]),
+}
 
 
-def data(args: argparse.Namespace, seed: int, two_view: bool = False) -> CoNLLDataModule:
-    kwargs: dict[str, Any] = dict(
-        num_labeled=args.labeled, num_unlabeled=args.unlabeled, seed=seed,
-        max_dev=args.max_dev, max_test=args.max_test, eval_batch_size=256,
-        unlabeled_batch_size=args.unlabeled_batch_size,
-    )
-    if two_view:
-        kwargs.update(two_view=True, view_scheme="token_surface")
-    dm = CoNLLDataModule(**kwargs)
-    dm.setup()
-    return dm
+def fit_and_test(name: str, args: argparse.Namespace, seed: int) -> dict[str, float]:
+    """Run one method's config on one labeled draw through ``structssl fit``; dev and test
+    metrics of its best dev checkpoint."""
+    from structssl.cli import cli_main
 
-
-def _scorer(dm: CoNLLDataModule, two_view: bool) -> torch.nn.Module:
-    c = dm.num_labels
-    if two_view:
-        a, b = dm.view_num_features
-        return TwoViewScorer(
-            LinearChainScorer(c, num_features=a), LinearChainScorer(c, num_features=b)
-        )
-    return LinearChainScorer(c, num_features=dm.num_features)
-
-
-def build(method: dict[str, Any], dm: CoNLLDataModule) -> pl.LightningModule:
-    """A procedure from a method spec: ``kind`` plus the procedure's keyword arguments."""
-    spec = dict(method)
-    kind = spec.pop("kind")
-    spec.pop("name")
-    spec.pop("epochs", None)
-    chain = LinearChain(dm.num_labels)
-    common = dict(task="bio", tags=TAGS)
-    if kind == "supervised":
-        return SupervisedModule(chain, _scorer(dm, False), NablaSVMLoss(), **common, **spec)
-    if kind == "tsvm":
-        u = NablaTSVMLoss(tau=0.4, cost=spec.pop("cost", "hamming"))
-        return TransductiveModule(chain, _scorer(dm, False), NablaSVMLoss(), u, **common, **spec)
-    if kind == "cosvm":
-        loss = NablaCoSVMLoss(pseudo_labels=spec.pop("pseudo_labels", "peer"))
-        return CoTrainingModule(chain, _scorer(dm, True), loss, **common, **spec)
-    raise ValueError(f"unknown kind {kind!r}")
-
-
-def fit_and_test(method: dict[str, Any], args: argparse.Namespace, seed: int) -> dict[str, float]:
-    pl.seed_everything(seed, verbose=False)
-    dm = data(args, seed, two_view=method["kind"] == "cosvm")
-    model = build(method, dm)
-    trainer = pl.Trainer(
-        accelerator="cpu", max_epochs=method.get("epochs", args.epochs), logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        num_sanity_val_steps=0, check_val_every_n_epoch=10_000,
-    )
-    start = time.process_time()
-    trainer.fit(model, datamodule=dm)
-    seconds = time.process_time() - start
-    (dev,) = trainer.validate(model, datamodule=dm, verbose=False)
-    (test,) = trainer.test(model, datamodule=dm, verbose=False)
+    config, extra = METHODS[name]
+    data = args.data / "conll2002"
+    with tempfile.TemporaryDirectory() as run_dir:
+        argv = [
+            "fit", "--config", str(CONFIGS / config),
+            f"--data.train_file={data / 'esp.train'}", f"--data.dev_file={data / 'esp.testa'}",
+            f"--data.test_file={data / 'esp.testb'}", f"--data.num_labeled={args.labeled}",
+            f"--data.num_unlabeled={args.unlabeled}", f"--data.seed={seed}",
+            f"--seed_everything={seed}", f"--trainer.default_root_dir={run_dir}",
+            "--trainer.enable_progress_bar=false", "--trainer.logger=false",
+            "--trainer.enable_model_summary=false",
+        ]
+        if args.max_dev:
+            argv.append(f"--data.max_dev={args.max_dev}")
+        if args.max_test:
+            argv.append(f"--data.max_test={args.max_test}")
+        start = time.perf_counter()
+        cli = cli_main([*argv, *extra])
+        seconds = time.perf_counter() - start
+        (dev,) = cli.trainer.validate(cli.model, datamodule=cli.datamodule, ckpt_path="best",
+                                      verbose=False)
+        metrics = {k: float(v) for k, v in cli.trainer.callback_metrics.items()}
+    test = {k: v for k, v in metrics.items() if k.startswith("test/")}
     return {
         "dev_f1": 100 * dev["val/span_f1"], "test_f1": 100 * test["test/span_f1"],
         "test_precision": 100 * test["test/span_precision"],
         "test_recall": 100 * test["test/span_recall"],
         "test_entity_fraction": 100 * test["test/pred_fraction/entity"],
-        "cpu_s": seconds,
+        "wall_s": seconds,
     }
-
-
-def methods(args: argparse.Namespace) -> list[dict[str, Any]]:
-    opt = dict(optimizer="lbfgs", lbfgs_max_iter=args.lbfgs_iters)
-    # the epochs the supervised part gets alone first; every SSL method trains the labeled
-    # part to the same point as the supervised baseline before any unlabeled term
-    w = args.warm
-    out: list[dict[str, Any]] = [
-        dict(name="supervised", kind="supervised", C=1.0, **opt, epochs=w),
-        dict(name="supervised-long", kind="supervised", C=1.0, **opt, epochs=args.epochs),
-    ]
-    for cu in args.cu:
-        for bal in args.balance:
-            tag = f"Cu={cu:g},bal={bal:g}"
-            out.append(dict(
-                name=f"tsvm[{tag}]", kind="tsvm", C=1.0, Cu=cu, warm_start_epochs=w,
-                cu_start=args.cu_start, cu_factor=2.0, balance_weight=bal, **opt,
-            ))
-    if args.cosvm:
-        for cu in args.cu:
-            out.append(dict(
-                name=f"cosvm-joint[Cu={cu:g}]", kind="cosvm", C=1.0, Cu=cu, warm_start_epochs=w,
-                cu_start=args.cu_start, cu_factor=2.0, pseudo_labels="joint", **opt,
-            ))
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -147,49 +102,42 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--max-dev", type=int, default=None)
     p.add_argument("--max-test", type=int, default=None)
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--warm", type=int, default=3, help="supervised warm-start epochs")
-    p.add_argument("--lbfgs-iters", type=int, default=30)
-    p.add_argument("--unlabeled-batch-size", type=int, default=None)
-    p.add_argument("--cu", type=float, nargs="+", default=[0.01, 0.1])
-    p.add_argument("--cu-start", type=float, default=0.125)
-    p.add_argument("--balance", type=float, nargs="+", default=[0.0, 10.0])
-    p.add_argument("--cosvm", action="store_true")
-    p.add_argument("--only", nargs="*", default=None, help="method names to run")
+    p.add_argument("--only", nargs="*", default=None, choices=list(METHODS),
+                   help="method names to run (default: all)")
+    p.add_argument("--data", type=Path, default=Path(
+        os.environ.get("STRUCTSSL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     if args.quick:
         args.seeds = args.seeds[:1] if args.seeds != [0, 1, 2, 3, 4] else [0]
         args.max_dev = args.max_dev or 300
         args.max_test = args.max_test or 500
-    torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     for name in ("pytorch_lightning", "lightning", "lightning.pytorch"):
         logging.getLogger(name).setLevel(logging.ERROR)
     task = f"conll2002-esp/labeled={args.labeled},unlabeled={args.unlabeled}"
     rows: dict[str, list[dict[str, float]]] = {}
-    for method in methods(args):
-        if args.only and method["name"] not in args.only:
-            continue
+    for name in args.only or list(METHODS):
         for seed in args.seeds:
-            res = fit_and_test(method, args, seed)
-            rows.setdefault(method["name"], []).append(res)
-            print(f"{method['name']:28s} seed {seed}  " + "  ".join(
+            res = fit_and_test(name, args, seed)
+            rows.setdefault(name, []).append(res)
+            print(f"{name:22s} seed {seed}  " + "  ".join(
                 f"{k} {v:6.2f}" for k, v in res.items()), flush=True)
     records: list[dict[str, Any]] = []
     base = rows.get("supervised")
     for name, runs in rows.items():
-        spec = next(m for m in methods(args) if m["name"] == name)
+        config, extra_args = METHODS[name]
         for key, unit, better in (
             ("dev_f1", "%", True), ("test_f1", "%", True), ("test_precision", "%", True),
-            ("test_recall", "%", True), ("test_entity_fraction", "%", None), ("cpu_s", "s", False),
+            ("test_recall", "%", True), ("test_entity_fraction", "%", None), ("wall_s", "s", False),
         ):
             vals = [r[key] for r in runs]
             extra = {"std": round(statistics.stdev(vals), 4)} if len(vals) > 1 else {}
             records.append(record(
                 BENCH, task, f"structssl:{name}", key.replace("test_", "test/").replace(
                     "dev_", "dev/"), statistics.mean(vals), unit, better, len(vals),
-                seeds=args.seeds, config={k: v for k, v in spec.items() if k != "name"}, **extra,
+                seeds=args.seeds, config=f"configs/{config} {' '.join(extra_args)}".strip(),
+                **extra,
             ))
         if base is not None and name != "supervised":
             gains = [r["test_f1"] - b["test_f1"] for r, b in zip(runs, base)]
@@ -201,7 +149,9 @@ def main(argv: list[str] | None = None) -> None:
     head = header(torch.device("cpu"), "quick" if args.quick else "full", protocol=(
         f"CoNLL-2002 Spanish, {args.labeled} labeled + {args.unlabeled} unlabeled sentences of "
         f"esp.train (seeded draws {args.seeds}), dev esp.testa (max {args.max_dev}), test "
-        f"esp.testb (max {args.max_test}); scaled run" if args.quick or args.max_test else ""
+        f"esp.testb (max {args.max_test}); each method's config run through structssl fit, "
+        "best dev checkpoint" + ("; scaled run" if args.quick or args.max_test or args.max_dev
+                                 else "")
     ))
     out = args.out or (Path(__file__).resolve().parent / "results" /
                        (f"{BENCH}_quick.json" if args.quick else f"{BENCH}.json"))

@@ -213,6 +213,11 @@ class FeatureExtractor:
         min_count: features seen fewer times in :meth:`fit` are dropped.
         affix_lengths: prefix / suffix lengths.
         ngram_orders: letter n-gram orders of the ``ngram`` template.
+        cluster_sizes: with sizes, e.g. ``(32, 128, 512)``, :meth:`fit` also learns
+            distributional word clusters from its sentences
+            (:class:`~structssl.data.clusters.WordClusters`; untagged ones count), and the
+            token and its neighbours at offsets ``-window .. window`` get one
+            ``cluster<k>[<offset>]=<id>`` feature per size. Empty (default): none.
 
     Example:
         >>> fx = FeatureExtractor(min_count=1).fit([["El", "Grupo", "Magenta"]])
@@ -228,7 +233,10 @@ class FeatureExtractor:
         min_count: int = 1,
         affix_lengths: Seq[int] = (1, 2, 3),
         ngram_orders: Seq[int] = (2, 3, 4),
+        cluster_sizes: Seq[int] = (),
     ) -> None:
+        from structssl.data.clusters import WordClusters
+
         for name, values in (("templates", templates), ("window_templates", window_templates)):
             unknown = [t for t in values if t not in TEMPLATES]
             if unknown:
@@ -250,6 +258,11 @@ class FeatureExtractor:
         self.min_count = min_count
         self.affix_lengths = tuple(affix_lengths)
         self.ngram_orders = tuple(ngram_orders)
+        self.cluster_sizes = tuple(cluster_sizes)
+        #: the word clusters (learned by :meth:`fit` when ``cluster_sizes`` is given)
+        self.clusters: Optional[WordClusters] = None
+        if self.cluster_sizes:
+            WordClusters(self.cluster_sizes)  # validates the sizes now, not at fit
         self.vocabulary: Optional[Vocabulary] = None
         self._string_cache: dict[tuple[str, int], tuple[str, ...]] = {}
         self._id_cache: dict[tuple[str, int], tuple[int, ...]] = {}
@@ -258,7 +271,8 @@ class FeatureExtractor:
         fitted = f", num_features={self.num_features}" if self.vocabulary is not None else ""
         return (
             f"FeatureExtractor(templates={self.templates}, window={self.window}, "
-            f"window_templates={self.window_templates}, min_count={self.min_count}{fitted})"
+            f"window_templates={self.window_templates}, min_count={self.min_count}, "
+            f"cluster_sizes={self.cluster_sizes}{fitted})"
         )
 
     # ------------------------------------------------------------------------ saving
@@ -276,6 +290,8 @@ class FeatureExtractor:
             "affix_lengths": list(self.affix_lengths),
             "ngram_orders": list(self.ngram_orders),
             "vocabulary": list(self.feature_names),
+            "cluster_sizes": list(self.cluster_sizes),
+            "clusters": None if self.clusters is None else self.clusters.state_dict(),
         }
 
     @classmethod
@@ -300,8 +316,12 @@ class FeatureExtractor:
             templates=state["templates"], window=int(state["window"]),
             window_templates=state["window_templates"] or ("lower",),
             min_count=int(state["min_count"]), affix_lengths=state["affix_lengths"],
-            ngram_orders=state["ngram_orders"],
+            ngram_orders=state["ngram_orders"], cluster_sizes=state.get("cluster_sizes", ()),
         )
+        if state.get("clusters") is not None:
+            from structssl.data.clusters import WordClusters
+
+            out.clusters = WordClusters.from_state_dict(state["clusters"])
         out.window_templates = tuple(state["window_templates"])
         out.vocabulary = Vocabulary(vocabulary)
         return out
@@ -319,6 +339,9 @@ class FeatureExtractor:
             if tmpl in _INTRINSIC:
                 for v in _intrinsic_values(token, tmpl, self.affix_lengths, self.ngram_orders):
                     out.append(f"{tmpl}[{offset}]={v}")
+        ids = self.clusters.ids(token) if self.clusters is not None else None
+        if ids is not None:
+            out.extend(f"cluster{k}[{offset}]={i}" for k, i in zip(self.clusters.sizes, ids))
         result = tuple(out)
         self._string_cache[key] = result
         return result
@@ -394,11 +417,20 @@ class FeatureExtractor:
         """Learn the feature vocabulary (features seen at least ``min_count`` times).
 
         Args:
-            sentences: :class:`~structssl.data.records.Sequence` records or token lists.
+            sentences: :class:`~structssl.data.records.Sequence` records or token lists
+                (with ``cluster_sizes``, also the text the word clusters are learned from).
 
         Returns:
             ``self``.
         """
+        sentences = list(sentences)
+        self._string_cache = {}
+        if self.cluster_sizes:
+            from structssl.data.clusters import WordClusters
+
+            self.clusters = WordClusters(self.cluster_sizes).fit(
+                self._unpack(sentence)[0] for sentence in sentences
+            )
         counts: Counter[str] = Counter()
         for i, sentence in enumerate(sentences):
             tokens, given = self._unpack(sentence)

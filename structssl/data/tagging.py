@@ -62,6 +62,9 @@ class TaggingFormat:
         tag_scheme: ``"auto"`` or one of :data:`~structssl.data.tag_schemes.SCHEMES`.
         min_count: features seen fewer times in the training sentences are dropped.
         window: neighbours at offsets ``-window .. window`` contribute features.
+        word_clusters: numbers of distributional word clusters, coarse to fine (e.g.
+            ``[32, 128, 512]``), learned from the sentences trained on, untagged ones included
+            (:class:`~structssl.data.clusters.WordClusters`); ``None``: no cluster features.
         two_view: also split the features into two views (co-training).
         view_scheme: the :class:`~structssl.data.features.ViewSplit` scheme.
         view_seed: the seed of the ``random`` view split.
@@ -81,6 +84,7 @@ class TaggingFormat:
         tag_scheme: str = "auto",
         min_count: int = 1,
         window: int = 1,
+        word_clusters: Optional[Seq[int]] = None,
         two_view: bool = False,
         view_scheme: str = "token_surface",
         view_seed: int = 0,
@@ -122,6 +126,7 @@ class TaggingFormat:
             window=window,
             window_templates=("lower", "short_shape", *given),
             min_count=min_count,
+            cluster_sizes=tuple(word_clusters or ()),
         )
         self.two_view = bool(two_view)
         self.view_scheme = view_scheme

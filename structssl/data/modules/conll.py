@@ -69,6 +69,10 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         max_test: keep only the first ``max_test`` test sentences (default: all).
         min_count: feature count threshold.
         window: context window of the features.
+        word_clusters: numbers of word clusters learned from the labeled and unlabeled
+            sentences (e.g. ``[32, 128, 512]``): each token and its neighbours get their cluster
+            ids as features, so that what a tagged word teaches reaches the untagged words that
+            share its contexts (:class:`~structssl.data.clusters.WordClusters`). ``None``: off.
         two_view: split the features into two views (co-training).
         view_scheme: the :class:`~structssl.data.features.ViewSplit` scheme.
         seed: the labeled / unlabeled split seed (and the ``random`` view split's).
@@ -103,6 +107,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         max_test: Optional[int] = None,
         min_count: int = 1,
         window: int = 1,
+        word_clusters: Optional[list[int]] = None,
         two_view: bool = False,
         view_scheme: Literal["token_surface", "random", "odd_even"] = "token_surface",
         seed: int = 0,
@@ -143,7 +148,8 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         self.format = TaggingFormat(
             token_column=token_column, tag_column=tag_column, feature_columns=feature_columns,
             separator=separator, encoding=encoding, tag_scheme=tag_scheme, min_count=min_count,
-            window=window, two_view=two_view, view_scheme=view_scheme, view_seed=seed,
+            window=window, word_clusters=word_clusters, two_view=two_view,
+            view_scheme=view_scheme, view_seed=seed,
         )
         self.two_view = self.format.two_view
 
