@@ -81,10 +81,11 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int) -> dict[str, fl
         start = time.perf_counter()
         cli = cli_main([*argv, *extra])
         seconds = time.perf_counter() - start
+        # test_after_fit scored the best dev checkpoint; its dev score next to it
+        test = {k: float(v) for k, v in cli.trainer.callback_metrics.items()
+                if k.startswith("test/")}
         (dev,) = cli.trainer.validate(cli.model, datamodule=cli.datamodule, ckpt_path="best",
                                       verbose=False)
-        metrics = {k: float(v) for k, v in cli.trainer.callback_metrics.items()}
-    test = {k: v for k, v in metrics.items() if k.startswith("test/")}
     return {
         "dev_f1": 100 * dev["val/span_f1"], "test_f1": 100 * test["test/span_f1"],
         "test_precision": 100 * test["test/span_precision"],

@@ -24,7 +24,9 @@ Additions to the stock ``LightningCLI``:
 * the default logger is a ``CSVLogger`` under ``trainer.default_root_dir`` (``metrics.csv`` in
   ``lightning_logs/version_N/``), unless ``trainer.logger`` is configured;
 * ``test_after_fit: true`` tests the trained model on the data module's test split at the end
-  of ``fit`` (the quick start prints its test accuracy this way);
+  of ``fit`` (the quick start prints its test accuracy this way): the best dev checkpoint
+  (``best.ckpt``, what ``structssl predict --model RUN_DIR`` uses) when the data has a dev
+  split, else the final weights;
 * ``num_threads: k`` sets ``torch.set_num_threads(k)`` before anything runs. The small batched
   dynamic programs of the linear scorers are latency bound: one intra-op thread is often
   much faster than several on a busy or small CPU (the quick start uses 1).
@@ -245,7 +247,15 @@ def _cli_class() -> Any:
             if isinstance(splits, dict) and not splits.get("test"):
                 print("test_after_fit: the data module has no test examples; not tested")
                 return
-            self.trainer.test(self.model, datamodule=self.datamodule)
+            # the model `structssl predict --model RUN_DIR` uses: the best dev checkpoint when
+            # there is one, else the final weights
+            from structssl.training.checkpointing import BestCheckpoint
+
+            best = next((cb.best_model_path for cb in self.trainer.checkpoint_callbacks
+                         if isinstance(cb, BestCheckpoint) and cb.best_model_path), None)
+            if best:
+                print(f"test_after_fit: testing the best dev checkpoint {best}")
+            self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
 
     class StructSSLSaveConfig(SaveConfigCallback):
         """Lightning's config save, which never replaces a file it did not write: with a
