@@ -346,12 +346,14 @@ class SemiMarkov(Structure):
 
     def _inside(self, potentials: Tensor, lengths: Tensor, semiring: Semiring) -> Tensor:
         b, n, k_max = potentials.shape[:3]
-        by_end = self._by_end(potentials)
+        # unbind once: slicing one step out of the whole tensor would give every step's
+        # backward a full-size zero gradient (quadratic in N)
+        by_end = self._by_end(potentials).unbind(1)
         alphas = [semiring.lift(self._start(potentials))]  # alphas[e]: prefixes of e tokens
         for e in range(1, n + 1):
             width = min(k_max, e)
             prev = torch.stack([alphas[e - 1 - k] for k in range(width)], dim=1)  # (B, L, C, *S)
-            step = by_end[:, e - 1, :width]  # (B, L, C_prev, C_next)
+            step = by_end[e - 1][:, :width]  # (B, L, C_prev, C_next)
             cand = semiring.mul_potentials(prev.unsqueeze(3), step)  # (B, L, C, C, *S)
             alphas.append(semiring_sum(semiring, cand.flatten(1, 2), 1))  # (B, C, *S)
         stacked = torch.stack(alphas, dim=1)  # (B, N + 1, C, *S)
@@ -368,7 +370,7 @@ class SemiMarkov(Structure):
     def _kbest(self, potentials: Tensor, k: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
         b, n, k_max, c, _ = potentials.shape
         dev = potentials.device
-        by_end = self._by_end(potentials)
+        by_end = self._by_end(potentials).unbind(1)
         first = potentials.new_full((b, c, k), float("-inf"))
         first[:, 0, 0] = 0.0
         alphas = [first]  # (B, C, k) best first
@@ -376,7 +378,7 @@ class SemiMarkov(Structure):
         for e in range(1, n + 1):
             width = min(k_max, e)
             prev = torch.stack([alphas[e - 1 - j] for j in range(width)], dim=1)  # (B, L, C, k)
-            cand = prev.unsqueeze(3) + by_end[:, e - 1, :width].unsqueeze(-1)  # (B, L, Cp, Cn, k)
+            cand = prev.unsqueeze(3) + by_end[e - 1][:, :width].unsqueeze(-1)  # (B, L, Cp, Cn, k)
             cand = cand.permute(0, 3, 1, 2, 4).reshape(b, c, width * c * k)  # (B, Cn, L Cp k)
             top, arg = _topk_padded(cand, k)
             alphas.append(top)
