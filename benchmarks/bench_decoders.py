@@ -203,9 +203,16 @@ def _check(task: str, method: str, fn: Callable[..., Any], inputs: list[torch.Te
         if err > 1e-2:
             raise AssertionError(f"{method} logZ differs from the float64 loop by {err}")
     elif task == "viterbi":
+        # the same path, or (a float32 near-tie: different summation orders round differently)
+        # a path whose float64 score equals the reference path's to rounding
         labels = torch.as_tensor(out, device=ref_labels.device)
         if not torch.equal(labels, ref_labels):
-            raise AssertionError(f"{method} Viterbi labels differ from the reference loop")
+            double = [x.double() for x in inputs]
+            got, want = _path_score(double, labels), _path_score(double, ref_labels)
+            n = labels.shape[1]
+            tol = 4 * n * torch.finfo(inputs[0].dtype).eps * want.abs().clamp(min=1.0)
+            if bool((got < want - tol).any()):
+                raise AssertionError(f"{method} Viterbi paths score below the reference loop's")
 
 
 def median_wall_cpu_ms(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 2
@@ -225,6 +232,14 @@ def median_wall_cpu_ms(fn: Callable[[], Any], device: torch.device, repeats: int
         cpu.append((time.process_time() - c0) * 1000.0)
     q = statistics.quantiles(wall, n=4) if len(wall) > 1 else [wall[0]] * 3
     return statistics.median(wall), statistics.median(cpu), q[2] - q[0]
+
+
+def _path_score(inputs: list[torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
+    """Score (B,) of label paths under (unary, transition, start, end)."""
+    unary, transition, start, end = inputs
+    emit = unary.gather(2, labels.unsqueeze(2)).squeeze(2).sum(1)
+    trans = transition[labels[:, :-1], labels[:, 1:]].sum(1)
+    return emit + trans + start[labels[:, 0]] + end[labels[:, -1]]
 
 
 def _measure(task: str, method: str, fn: Callable[[], Any], device: torch.device, repeats: int,

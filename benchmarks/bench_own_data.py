@@ -12,8 +12,17 @@ other in one process.
 
     python benchmarks/bench_own_data.py --quick    # 1,000 training sentences, 300 test, 2 epochs
     python benchmarks/bench_own_data.py            # the full files (265k training tokens)
+    python benchmarks/bench_own_data.py --factored # also the same command with factored potentials
+    python benchmarks/bench_own_data.py --evaluation  # only the time per objective+gradient
 
-JSON: ``benchmarks/results/own_data[_quick].json``.
+``--evaluation`` times one evaluation of the CRF objective and its gradient on the whole
+training file, the way the full-batch L-BFGS closure of ``configs/tagger.yaml`` evaluates it
+(length-sorted chunks of at most 20k padded positions, backward per chunk), one thread, median
+CPU time over repeats, with the (B, N, C, C) edge potentials and with factored ones
+(``LinearChainScorer(factored=True)``), next to sklearn-crfsuite's time per L-BFGS iteration
+(the fit time of 1 + K iterations minus that of 1, divided by K; CRFsuite is single threaded).
+
+JSON: ``benchmarks/results/own_data[_quick].json``, ``own_data_evaluation[_quick].json``.
 """
 
 from __future__ import annotations
@@ -50,12 +59,13 @@ def _subset(src: Path, dst: Path, count: int) -> Path:
 
 
 def _structssl(
-    train: Path, dev: Path, test: Path, work: Path, epochs: int | None
+    train: Path, dev: Path, test: Path, work: Path, epochs: int | None, factored: bool = False
 ) -> dict[str, Any]:
     from structssl.cli import main
     from structssl.data.tagging import TaggingFormat
     from structssl.predict import Tagger
 
+    work.mkdir(parents=True, exist_ok=True)
     run = work / "RUN_DIR"
     start = time.perf_counter()
     with mock.patch("sys.argv", ["structssl"]):
@@ -63,6 +73,7 @@ def _structssl(
             "fit", f"--config={ROOT / 'configs' / 'tagger.yaml'}", f"--data.train_file={train}",
             f"--data.dev_file={dev}", f"--trainer.default_root_dir={run}",
             *([f"--trainer.max_epochs={epochs}"] if epochs else []),
+            *(["--model.scorer.init_args.factored=true"] if factored else []),
             "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false", "--test_after_fit=false",
         ])
@@ -98,6 +109,85 @@ def _span_f1(predictions: Path, gold: list[Any], tags: tuple[str, ...]) -> float
     return float(metric.compute())
 
 
+def _per_evaluation(train: Path, repeats: int, crf_iterations: int) -> list[dict[str, Any]]:
+    """Median CPU seconds of one objective+gradient evaluation (structssl, edge and factored
+    potentials, equal values checked) and of one sklearn-crfsuite L-BFGS iteration."""
+    import statistics
+
+    import sklearn_crfsuite
+
+    from structssl.data.modules.conll import CoNLLDataModule, length_chunks
+    from structssl.losses import CRFNLLLoss
+    from structssl.scorers import LinearChainScorer
+    from structssl.structures import LinearChain
+    from structssl.training import SupervisedModule
+
+    torch.set_num_threads(1)
+    data = CoNLLDataModule(train_file=str(train))  # the defaults of configs/tagger.yaml
+    data.setup("fit")
+    sizes = data.model_sizes()
+    chunks = [data.collate(c) for c in length_chunks(data.splits["labeled"], data.max_chunk_positions)]
+    total = sum(int(c["inputs"].shape[0]) for c in chunks)
+
+    def build(factored: bool) -> SupervisedModule:
+        torch.manual_seed(0)
+        model = SupervisedModule(
+            structure=LinearChain(), scorer=LinearChainScorer(factored=factored, init_std=0.01),
+            loss=CRFNLLLoss(), C=1.0, optimizer="lbfgs",
+        )
+        model.adopt_sizes(sizes)
+        return model
+
+    def evaluate(model: SupervisedModule) -> float:
+        # what SupervisedModule.backward_objective does per closure call, without Lightning
+        model.zero_grad(set_to_none=True)
+        (model.weight_norm_squared() / (2 * total)).backward()
+        value = 0.0
+        for chunk in chunks:
+            share = int(chunk["inputs"].shape[0]) / total
+            term = model.labeled_term(chunk)
+            (share * term).backward()
+            value += share * float(term.detach())
+        return value
+
+    records, values = [], {}
+    task = f"conll2002-esp/{total}-sentences"
+    for factored in (False, True):
+        model = build(factored)
+        values[factored] = evaluate(model)
+        times = []
+        for _ in range(repeats):
+            start = time.process_time()
+            evaluate(model)
+            times.append(time.process_time() - start)
+        method = "structssl:crf-factored" if factored else "structssl:crf-edges"
+        records.append(record("own_data_evaluation", task, method, "evaluation_time",
+                              statistics.median(times), "s", False, repeats,
+                              chunks=len(chunks), objective=round(values[factored], 6)))
+    if abs(values[True] - values[False]) > 1e-4 * abs(values[False]):
+        raise AssertionError(f"factored and edge objectives differ: {values}")
+    from structssl.data.tagging import TaggingFormat
+
+    fmt = TaggingFormat()
+    sents = fmt.read_labeled(train)
+    fmt.fit(sents, sents)
+    xs = [[{f: 1.0 for f in row} for row in fmt.extractor.strings(s)] for s in sents]
+    ys = [list(s.labels) for s in sents]
+
+    def fit_cpu(iterations: int) -> float:
+        crf = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=iterations)
+        start = time.process_time()
+        crf.fit(xs, ys)
+        return time.process_time() - start
+
+    per_iteration = statistics.median(
+        (fit_cpu(1 + crf_iterations) - fit_cpu(1)) / crf_iterations for _ in range(3)
+    )
+    records.append(record("own_data_evaluation", task, "sklearn-crfsuite", "evaluation_time",
+                          per_iteration, "s", False, 3, note="per L-BFGS iteration"))
+    return records
+
+
 def _crfsuite(train: Path, test: Path, iterations: int) -> dict[str, Any]:
     import sklearn_crfsuite
 
@@ -131,6 +221,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1,000 training sentences")
     parser.add_argument("--epochs", type=int, default=None, help="structssl epochs (default: "
                         "the config's)")
+    parser.add_argument("--factored", action="store_true", help="also run the command with "
+                        "--model.scorer.init_args.factored=true")
+    parser.add_argument("--evaluation", action="store_true", help="only the time per "
+                        "objective+gradient evaluation (one thread)")
     args = parser.parse_args()
     try:
         folder = resolve_data_dir() / "conll2002"
@@ -144,8 +238,19 @@ def main() -> None:
             train = _subset(train, work / "train.conll", 1000)
             dev = _subset(dev, work / "dev.conll", 300)
             test = _subset(test, work / "test.conll", 300)
+        if args.evaluation:
+            records = _per_evaluation(train, 3 if args.quick else 7, 5 if args.quick else 20)
+            name = "own_data_evaluation" + ("_quick" if args.quick else "")
+            path = write_results(name, header(torch.device("cpu"), "quick" if args.quick else "full",
+                                              note="CPU time, one thread, machine shared with "
+                                              "other jobs"), records)
+            for r in records:
+                print(f"{r['method']:<24} {r['metric']:<16} {r['value']:>9.3f} {r['unit']}")
+            print(f"wrote {path}")
+            return
         epochs = args.epochs or (2 if args.quick else None)  # None: the config's (5)
         ours = _structssl(train, dev, test, work, epochs)
+        fact = _structssl(train, dev, test, work / "factored", epochs, factored=True) if args.factored else None
         peer = _crfsuite(train, test, 30 if args.quick else 100)
     task = "conll2002-esp/" + ("1000-sentences" if args.quick else "full")
     name = "own_data" + ("_quick" if args.quick else "")
@@ -155,6 +260,14 @@ def main() -> None:
         record(name, task, "structssl:tagger.yaml", "fit_time", ours["fit_s"], "s", False, 1),
         record(name, task, "structssl:tagger.yaml", "predict_time", ours["predict_s"], "s",
                False, 1),
+        *([] if fact is None else [
+            record(name, task, "structssl:tagger.yaml+factored", "span_f1", 100 * fact["span_f1"],
+                   "%", True, 1, epochs=epochs or "config"),
+            record(name, task, "structssl:tagger.yaml+factored", "fit_time", fact["fit_s"], "s",
+                   False, 1),
+            record(name, task, "structssl:tagger.yaml+factored", "predict_time", fact["predict_s"],
+                   "s", False, 1),
+        ]),
         record(name, task, "sklearn-crfsuite", "span_f1", 100 * peer["span_f1"], "%", True, 1,
                max_iterations=30 if args.quick else 100),
         record(name, task, "sklearn-crfsuite", "fit_time", peer["fit_s"], "s", False, 1),

@@ -249,16 +249,19 @@ def _exp_forward(u: Tensor, transitions: Tensor, start: Tensor, end: Tensor, pla
     torch.sum(ex[0], dim=1, keepdim=True, out=scale[0])
     torch.div(ex[0], scale[0], out=alpha[0])
     sizes = plan.batch_sizes
+    steps, factors, sums = alpha.unbind(0), ex.unbind(0), scale.unbind(0)  # views, made once
     for t in range(1, n):
         k = sizes[t]
-        step = alpha[t, :k]
+        prev, step, factor, total = steps[t - 1], steps[t], factors[t], sums[t]
+        if k < b:  # only the examples still running
+            prev, step, factor, total = prev[:k], step[:k], factor[:k], total[:k]
         if shared:
-            torch.mm(alpha[t - 1, :k], weights, out=step)
+            torch.mm(prev, weights, out=step)
         else:
-            torch.bmm(alpha[t - 1, :k].unsqueeze(1), weights[:k], out=step.unsqueeze(1))
-        step.mul_(ex[t, :k])
-        torch.sum(step, dim=1, keepdim=True, out=scale[t, :k])
-        step.div_(scale[t, :k])
+            torch.bmm(prev.unsqueeze(1), weights[:k], out=step.unsqueeze(1))
+        step.mul_(factor)
+        torch.sum(step, dim=1, keepdim=True, out=total)
+        step.div_(total)
     end_max = end.amax(dim=1, keepdim=True)  # (B, 1)
     end_weights = (end - end_max).exp()
     final = (plan.last(alpha) * end_weights).sum(dim=1)  # (B,)
@@ -288,17 +291,19 @@ def _exp_backward(fwd: _Forward, plan: Plan, shared: bool, grad: Tensor,
     back = weights.t() if shared else weights.transpose(1, 2)
     tmp = torch.empty(b, c, dtype=ex.dtype, device=ex.device)
     sizes = plan.batch_sizes
+    steps, factors, sums = beta.unbind(0), ex.unbind(0), ratio.unbind(0)  # views, made once
     for t in range(n - 1, 0, -1):
         k = sizes[t]
-        w = tmp[:k]
-        torch.mul(ex[t, :k], beta[t, :k], out=w)
-        prev = beta[t - 1, :k]
+        w, nxt, factor, prev, total = tmp, steps[t], factors[t], steps[t - 1], sums[t - 1]
+        if k < b:  # only the examples still running at t
+            w, nxt, factor, prev, total = w[:k], nxt[:k], factor[:k], prev[:k], total[:k]
+        torch.mul(factor, nxt, out=w)
         if shared:
             torch.mm(w, back, out=prev)
         else:
             torch.bmm(w.unsqueeze(1), back[:k], out=prev.unsqueeze(1))
-        torch.sum(prev, dim=1, keepdim=True, out=ratio[t - 1, :k])
-        prev.div_(ratio[t - 1, :k])
+        torch.sum(prev, dim=1, keepdim=True, out=total)
+        prev.div_(total)
     joint = alpha * beta  # (n, B, C)
     norm = joint.sum(dim=2, keepdim=True)  # (n, B, 1), > 0 at valid positions, 0 past them
     g = grad.view(1, b, 1)
