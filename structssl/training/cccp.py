@@ -82,7 +82,7 @@ from structssl.losses import StructuredHingeLoss
 from structssl.losses.gamma import ConstraintFeatures, NodeFeatures
 from structssl.structures.base import Potentials, Structure, as_tuple, like
 from structssl.structures.linear_chain import LinearChain
-from structssl.training.modules import Batch, ObjectiveTerms, OptimizerName, StructuredModule, Task
+from structssl.training.modules import Batch, ObjectiveTerms, StructuredModule
 
 __all__ = ["CCCPModule", "GammaDCTerms", "gamma_dc_terms", "lemma1_gap"]
 
@@ -289,8 +289,9 @@ class CCCPModule(StructuredModule):
         steps_per_batch: optimiser steps per training batch (useful with ``adam``/``sgd`` on
             full batches: an epoch is then ``steps_per_batch`` steps). The hinge loss is not
             smooth; L-BFGS tends to stall on it, Adam is the robust choice.
-        optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias, num_labeled,
-            num_unlabeled, task, tags: see :class:`StructuredModule`.
+        **kwargs: the options of :class:`~structssl.training.modules.StructuredModule`
+            (``optimizer``, ``lr``, ``lbfgs_max_iter``, ``lbfgs_history``, ``momentum``,
+            ``regularize_bias``, ``num_labeled``, ``num_unlabeled``, ``task``, ``tags``).
     """
 
     uses_unlabeled = True
@@ -322,21 +323,9 @@ class CCCPModule(StructuredModule):
         extra_features: bool = False,
         search_k: int = 16,
         steps_per_batch: int = 1,
-        optimizer: OptimizerName = "lbfgs",
-        lr: float = 1.0,
-        lbfgs_max_iter: int = 20,
-        lbfgs_history: int = 10,
-        momentum: float = 0.0,
-        regularize_bias: bool = True,
-        num_labeled: Optional[int] = None,
-        num_unlabeled: Optional[int] = None,
-        task: Optional[Task] = None,
-        tags: Optional[Sequence[str]] = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            structure, scorer, 1.0, float(C2), optimizer, lr, lbfgs_max_iter, lbfgs_history,
-            momentum, regularize_bias, num_labeled, num_unlabeled, task, tags,
-        )
+        super().__init__(structure, scorer, 1.0, float(C2), **kwargs)
         if not isinstance(structure, LinearChain):
             raise NotImplementedError(
                 f"CCCPModule supports LinearChain structures (constraint features and k-best "

@@ -64,7 +64,7 @@ from structssl.losses.likelihood import CompositeLikelihoodLoss
 from structssl.structures.base import Potentials, Structure
 from structssl.structures.multilabel import PairwiseMultiLabel
 from structssl.training import distributed
-from structssl.training.modules import Batch, ObjectiveTerms, OptimizerName, StructuredModule
+from structssl.training.modules import Batch, ObjectiveTerms, StructuredModule
 
 __all__ = [
     "ConstrainedSelfLabelingModule",
@@ -114,8 +114,10 @@ class ConstrainedSelfLabelingModule(StructuredModule):
         test_constraints: decode evaluation batches collectively with the constraints.
         C: labeled weight (``sigma^2`` of the Gaussian prior, 1 in seed 004).
         Cu: final unlabeled weight (C_m; 1 in seed 004).
-        optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias, num_labeled,
-            num_unlabeled: see :class:`~structssl.training.modules.StructuredModule`.
+        lbfgs_max_iter: L-BFGS iterations per training step.
+        **kwargs: the options of :class:`~structssl.training.modules.StructuredModule`
+            (``optimizer``, ``lr``, ``lbfgs_history``, ``momentum``, ``regularize_bias``,
+            ``num_labeled``, ``num_unlabeled``); the task is ``"multilabel"``.
     """
 
     uses_unlabeled = True
@@ -131,22 +133,16 @@ class ConstrainedSelfLabelingModule(StructuredModule):
         test_constraints: bool = True,
         C: float = 1.0,
         Cu: float = 1.0,
-        optimizer: OptimizerName = "lbfgs",
-        lr: float = 1.0,
         lbfgs_max_iter: int = 25,
-        lbfgs_history: int = 10,
-        momentum: float = 0.0,
-        regularize_bias: bool = True,
-        num_labeled: Optional[int] = None,
-        num_unlabeled: Optional[int] = None,
+        **kwargs: Any,
     ) -> None:
         if not isinstance(structure, PairwiseMultiLabel):
             raise NotImplementedError(
                 f"{type(self).__name__} is implemented for PairwiseMultiLabel; got {structure!r}"
             )
         super().__init__(
-            structure, scorer, C, Cu, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum,
-            regularize_bias, num_labeled, num_unlabeled, "multilabel", None,
+            structure, scorer, C, Cu, lbfgs_max_iter=lbfgs_max_iter, task="multilabel", tags=None,
+            **kwargs,
         )
         if constraints not in CONSTRAINT_KINDS:
             raise ValueError(f"constraints must be one of {CONSTRAINT_KINDS}; got {constraints!r}")
@@ -384,10 +380,10 @@ class CompositeLikelihoodModule(ConstrainedSelfLabelingModule):
     Args:
         learning: ``"approximate"`` (composite likelihood over the K spanning star trees) or
             ``"exact"`` (full likelihood, log-partition by enumeration: small K only).
-        structure, scorer, constraints, constraint_tolerance, inference, engine,
-            test_constraints, C, Cu, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum,
-            regularize_bias, num_labeled, num_unlabeled: see
-            :class:`ConstrainedSelfLabelingModule`.
+        structure, scorer: see :class:`ConstrainedSelfLabelingModule`.
+        **kwargs: the options of :class:`ConstrainedSelfLabelingModule` (``constraints``,
+            ``constraint_tolerance``, ``inference``, ``engine``, ``test_constraints``, ``C``,
+            ``Cu``, ``lbfgs_max_iter``, ...).
     """
 
     def __init__(
@@ -395,27 +391,9 @@ class CompositeLikelihoodModule(ConstrainedSelfLabelingModule):
         structure: Structure,
         scorer: nn.Module,
         learning: Mode = "approximate",
-        constraints: ConstraintKind = "both",
-        constraint_tolerance: float = 0.0,
-        inference: Mode = "approximate",
-        engine: Optional[CorpusDualDecomposition] = None,
-        test_constraints: bool = True,
-        C: float = 1.0,
-        Cu: float = 1.0,
-        optimizer: OptimizerName = "lbfgs",
-        lr: float = 1.0,
-        lbfgs_max_iter: int = 25,
-        lbfgs_history: int = 10,
-        momentum: float = 0.0,
-        regularize_bias: bool = True,
-        num_labeled: Optional[int] = None,
-        num_unlabeled: Optional[int] = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            structure, scorer, constraints, constraint_tolerance, inference, engine,
-            test_constraints, C, Cu, optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum,
-            regularize_bias, num_labeled, num_unlabeled,
-        )
+        super().__init__(structure, scorer, **kwargs)
         if learning not in MODES:
             raise ValueError(f"learning must be one of {MODES}; got {learning!r}")
         self.learning = learning
@@ -463,9 +441,11 @@ class CoDLPlusModule(ConstrainedSelfLabelingModule):
         perceptron_epochs: passes per round, >= 1.
         perceptron_batch: mini-batch size, >= 1.
         seed: the shuffling seed.
-        structure, scorer, constraints, constraint_tolerance, inference, engine,
-            test_constraints, Cu, num_labeled, num_unlabeled: see
-            :class:`ConstrainedSelfLabelingModule`.
+        Cu: the final ``C_m``.
+        structure, scorer: see :class:`ConstrainedSelfLabelingModule`.
+        **kwargs: the options of :class:`ConstrainedSelfLabelingModule` (``constraints``,
+            ``constraint_tolerance``, ``inference``, ``engine``, ``test_constraints``,
+            ``num_labeled``, ``num_unlabeled``).
     """
 
     sharding_refusal = (
@@ -479,21 +459,15 @@ class CoDLPlusModule(ConstrainedSelfLabelingModule):
         self,
         structure: Structure,
         scorer: nn.Module,
-        constraints: ConstraintKind = "both",
-        constraint_tolerance: float = 0.0,
-        inference: Mode = "approximate",
-        engine: Optional[CorpusDualDecomposition] = None,
-        test_constraints: bool = True,
         Cu: float = 1.0,
         perceptron_epochs: int = 3,
         perceptron_batch: int = 32,
         seed: int = 0,
-        num_labeled: Optional[int] = None,
-        num_unlabeled: Optional[int] = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(
-            structure, scorer, constraints, constraint_tolerance, inference, engine,
-            test_constraints, 1.0, Cu, "sgd", 1.0, 25, 10, 0.0, True, num_labeled, num_unlabeled,
+            structure, scorer, C=1.0, Cu=Cu, optimizer="sgd", lr=1.0, lbfgs_max_iter=25,
+            lbfgs_history=10, momentum=0.0, regularize_bias=True, **kwargs,
         )
         for name, value in (("perceptron_epochs", perceptron_epochs), ("perceptron_batch", perceptron_batch)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Literal, Optional
 
 import pytorch_lightning as pl
 import torch
@@ -52,7 +52,7 @@ from structssl.inference.label_switching import (
 from structssl.losses.hinge import StructuredHingeLoss
 from structssl.structures.base import Structure
 from structssl.structures.cky import CKY
-from structssl.training.modules import Batch, ObjectiveTerms, OptimizerName, StructuredModule, Task
+from structssl.training.modules import Batch, ObjectiveTerms, StructuredModule
 
 __all__ = ["LabelSwitchingModule", "LabelSwitchingAnnealing", "plot_label_switching"]
 
@@ -85,8 +85,9 @@ class LabelSwitchingModule(StructuredModule):
         num_trials: leaf-rule trials per example of one call (trees).
         bonus: leaf-rule scale-up (trees).
         seed: seed of the switching randomness (combined with the epoch).
-        optimizer, lr, lbfgs_max_iter, lbfgs_history, momentum, regularize_bias, num_labeled,
-            num_unlabeled, task, tags: see :class:`~structssl.training.modules.StructuredModule`.
+        **kwargs: the options of :class:`~structssl.training.modules.StructuredModule`
+            (``optimizer``, ``lr``, ``lbfgs_max_iter``, ``lbfgs_history``, ``momentum``,
+            ``regularize_bias``, ``num_labeled``, ``num_unlabeled``, ``task``, ``tags``).
     """
 
     uses_unlabeled = True
@@ -113,21 +114,9 @@ class LabelSwitchingModule(StructuredModule):
         num_trials: int = 16,
         bonus: float = 100.0,
         seed: int = 0,
-        optimizer: OptimizerName = "lbfgs",
-        lr: float = 1.0,
-        lbfgs_max_iter: int = 20,
-        lbfgs_history: int = 10,
-        momentum: float = 0.0,
-        regularize_bias: bool = True,
-        num_labeled: Optional[int] = None,
-        num_unlabeled: Optional[int] = None,
-        task: Optional[Task] = None,
-        tags: Optional[Sequence[str]] = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            structure, scorer, C, C if Cu is None else Cu, optimizer, lr, lbfgs_max_iter,
-            lbfgs_history, momentum, regularize_bias, num_labeled, num_unlabeled, task, tags,
-        )
+        super().__init__(structure, scorer, C, C if Cu is None else Cu, **kwargs)
         self.loss = StructuredHingeLoss() if loss is None else loss
         if not isinstance(self.loss, nn.Module):
             raise TypeError(f"loss must be an nn.Module; got {type(self.loss).__name__}")

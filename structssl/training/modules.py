@@ -51,6 +51,7 @@ logged per epoch as ``train/...`` (decoded on the labeled training batch after e
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from typing import Any, ClassVar, Literal, NamedTuple, Optional, Sequence
@@ -122,6 +123,18 @@ def _plain(value: Any) -> bool:
     if isinstance(value, dict):
         return all(isinstance(k, str) and _plain(v) for k, v in value.items())
     return False
+
+
+@functools.lru_cache(maxsize=None)
+def init_options(cls: type) -> frozenset[str]:
+    """The constructor options of a procedure class as configs and ``load_from_checkpoint``
+    give them: its own parameters and, through ``**kwargs``, those of its base classes that it
+    does not fix itself (resolved by jsonargparse, as for the ``structssl`` command)."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(cls, "options", fail_untyped=False)
+    return frozenset(parser.get_defaults()["options"].keys())
 
 
 def _takes(module: nn.Module, name: str) -> bool:
@@ -235,15 +248,18 @@ class StructuredModule(pl.LightningModule):
         frame = inspect.currentframe()
         assert frame is not None and frame.f_back is not None
         init_frame = frame.f_back  # StructuredModule.__init__; Lightning walks up the subclasses'
-        modules: set[str] = set()
+        ignore: set[str] = set()
         walk: Any = init_frame
         while walk is not None and walk.f_code.co_name == "__init__" and walk.f_locals.get(
             "self"
         ) is self:
-            modules |= {k for k, v in walk.f_locals.items() if not _plain(v)}
+            ignore |= {k for k, v in walk.f_locals.items() if not _plain(v)}
+            # a value a subclass fixes for its base (e.g. SupervisedModule's Cu = 0) is not one
+            # of its options: loading passes the hyper-parameters back as keyword arguments
+            ignore |= set(walk.f_code.co_varnames[: walk.f_code.co_argcount]) - init_options(type(self))
             walk = walk.f_back
         self.save_hyperparameters(
-            ignore=None if given is not None else sorted(modules), frame=init_frame
+            ignore=None if given is not None else sorted(ignore - {"self"}), frame=init_frame
         )
 
     # ------------------------------------------------------------------ hyper-parameters
