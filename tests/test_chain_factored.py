@@ -316,3 +316,32 @@ def test_bad_factored_inputs() -> None:
         ChainPotentials.from_factors(e, torch.zeros(4, 4))
     with pytest.raises(ValueError, match=r"lengths must be in \[1, N\] = \[1, 4\]"):
         chain.argmax(ChainPotentials.from_factors(e), torch.tensor([5, 1]))
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("c", [3, 6])
+def test_large_batch_decoders_match_edges(shared: bool, masked: bool, c: int) -> None:
+    """Batches large enough for the outer-reduction Viterbi and the k-way-merge k-best (the
+    small-step paths are what the enumeration tests reach), with -inf masks, ragged unsorted
+    lengths, per-example transitions and k > C (ranks that run out)."""
+    b, n, k = 700, 6, 5
+    g = torch.Generator().manual_seed(c)
+    lengths = torch.randint(1, n + 1, (b,), generator=g)
+    pot = ChainPotentials.from_factors(*_factors(b, n, c, shared, seed=c))
+    chain = LinearChain(c)
+    if masked:
+        allowed = torch.rand(c, c, generator=g) > 0.3
+        allowed |= torch.eye(c, dtype=torch.bool)  # every example keeps a labelling
+        pot = chain.constrain(pot, lengths, allowed_transitions=allowed)
+    edges = chain.edge_potentials(pot, lengths)
+    labels, scores = chain.argmax(pot, lengths)
+    labels_e, scores_e = chain.argmax(edges, lengths)
+    assert torch.equal(labels, labels_e)
+    torch.testing.assert_close(scores, scores_e)
+    kb, kb_scores = chain.kbest(pot, k, lengths)
+    kb_e, kb_scores_e = chain.kbest(edges, k, lengths)
+    torch.testing.assert_close(kb_scores, kb_scores_e)
+    real = torch.isfinite(kb_scores)
+    assert torch.equal(kb[real], kb_e[real])
+    torch.testing.assert_close(chain.log_partition(pot, lengths), chain.log_partition(edges, lengths))
