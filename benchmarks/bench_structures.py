@@ -37,28 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import header, markdown_table, median_ms, record, write_results  # noqa: E402
 
 from structssl.structures import DependencyTree, SemiMarkov  # noqa: E402
+from structssl.structures.torch_struct import (  # noqa: E402
+    dependency_to_torch_struct,
+    semi_markov_to_torch_struct,
+)
 
 BENCH = "structures"
 CPU = torch.device("cpu")
-
-
-# ---------------------------------------------------------------------- layouts
-def semi_markov_to_torch_struct(pot: torch.Tensor) -> torch.Tensor:
-    """(B, N, K, C, C) [start, length - 1, prev, next] -> torch-struct's SemiMarkovCRF
-    (B, N, K + 1, C_next, C_prev) over N + 1 boundaries, start label 0 only."""
-    b, n, k, c, _ = pot.shape
-    out = pot.new_full((b, n, k + 1, c, c), float("-inf"))
-    out[:, :, 1:] = pot.transpose(-1, -2)
-    out[:, 0, :, :, 1:] = float("-inf")
-    return out
-
-
-def dependency_to_torch_struct(pot: torch.Tensor) -> torch.Tensor:
-    """(B, N + 1, N + 1) with root row 0 -> DependencyCRF (B, N, N), root arcs on the diagonal."""
-    n = pot.shape[1] - 1
-    out = pot[:, 1:, 1:].clone()
-    out[:, torch.arange(n), torch.arange(n)] = pot[:, 0, 1:]
-    return out
 
 
 # ---------------------------------------------------------------------- cases

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from oracle import check_structure
 from structssl.structures import DependencyTree
+from structssl.structures.torch_struct import dependency_to_torch_struct as to_torch_struct
 
 F64 = torch.float64
 
@@ -250,15 +251,6 @@ def test_errors_name_the_argument() -> None:
 
 
 # ---------------------------------------------------------------------- torch-struct
-def to_torch_struct(pot: torch.Tensor) -> torch.Tensor:
-    """Native (B, N + 1, N + 1) [head, modifier] with root row 0 to torch-struct's
-    DependencyCRF (B, N, N) [head, modifier] with root arcs on the diagonal."""
-    n = pot.shape[1] - 1
-    out = pot[:, 1:, 1:].clone()
-    out[:, torch.arange(n), torch.arange(n)] = pot[:, 0, 1:]
-    return out
-
-
 @pytest.mark.parametrize("multiroot", [True, False])
 def test_against_torch_struct(multiroot: bool) -> None:
     torch_struct = pytest.importorskip("torch_struct")

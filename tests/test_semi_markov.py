@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from oracle import check_structure
 from structssl.structures import SegmentTags, SemiMarkov
+from structssl.structures.torch_struct import semi_markov_to_torch_struct as to_torch_struct
 
 F64 = torch.float64
 BIO = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
@@ -319,16 +320,6 @@ def test_resolve_sizes_takes_the_data_tags() -> None:
 
 
 # ---------------------------------------------------------------------- torch-struct
-def to_torch_struct(pot: torch.Tensor) -> torch.Tensor:
-    """Native (B, N, K, C, C) [start, len - 1, prev, next] to torch-struct's SemiMarkovCRF
-    (B, N, K + 1, C_next, C_prev) over N + 1 boundaries; only start label 0 at s = 0."""
-    b, n, k, c, _ = pot.shape
-    out = pot.new_full((b, n, k + 1, c, c), float("-inf"))
-    out[:, :, 1:] = pot.transpose(-1, -2)
-    out[:, 0, :, :, 1:] = float("-inf")
-    return out
-
-
 def test_against_torch_struct() -> None:
     """Each example at its own length: torch-struct 0.5's SemiMarkov is wrong on ragged batches
     (it masks with the batch's shortest length; see tests/test_torch_struct_adapter.py)."""

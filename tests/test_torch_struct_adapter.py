@@ -27,6 +27,10 @@ from structssl.losses import (  # noqa: E402
     StructuredHingeLoss,
 )
 from structssl.structures import DependencyTree, SemiMarkov, TorchStructAdapter  # noqa: E402
+from structssl.structures.torch_struct import (  # noqa: E402
+    dependency_to_torch_struct,
+    semi_markov_to_torch_struct,
+)
 from test_cky import _bracketings  # noqa: E402
 from test_dependency import projective_trees  # noqa: E402
 
@@ -159,6 +163,33 @@ def test_masks_with_minus_inf_agree_with_enumeration() -> None:
     check_structure(adapter, masked, lengths, finite, k=4)
     marg = adapter.marginals(masked, lengths)
     assert (marg[~allowed] == 0).all() and torch.isfinite(marg).all()
+
+
+def test_native_structures_agree_with_the_adapter_on_ragged_batches() -> None:
+    """The layout converters: native SemiMarkov / DependencyTree vs the adapter."""
+    g = torch.Generator().manual_seed(10)
+    pot = torch.randn(3, 5, 3, 2, 2, generator=g, dtype=F64)
+    lengths = torch.tensor([5, 3, 1])
+    native, adapter = SemiMarkov(3, num_segment_labels=2), TorchStructAdapter("SemiMarkovCRF")
+    theirs = semi_markov_to_torch_struct(pot)
+    _close(adapter.log_partition(theirs, lengths + 1), native.log_partition(pot, lengths))
+    _close(adapter.max(theirs, lengths + 1), native.max(pot, lengths))
+    back = adapter.marginals(theirs, lengths + 1)[:, :, 1:].transpose(-1, -2)
+    _close(back, native.marginals(pot, lengths))
+    arcs = torch.randn(3, 6, 6, generator=g, dtype=F64)
+    lengths = torch.tensor([5, 2, 4])
+    for multiroot in (True, False):
+        native_tree = DependencyTree(multiroot=multiroot)
+        adapter = TorchStructAdapter("DependencyCRF", multiroot=multiroot)
+        theirs = dependency_to_torch_struct(arcs)
+        _close(adapter.log_partition(theirs, lengths), native_tree.log_partition(arcs, lengths))
+        _close(
+            adapter.marginals(theirs, lengths),
+            dependency_to_torch_struct(native_tree.marginals(arcs, lengths)),
+        )
+        heads, _ = native_tree.argmax(arcs, lengths)
+        parts = dependency_to_torch_struct(native_tree.to_parts(heads, lengths))
+        assert torch.equal(adapter.argmax(theirs, lengths)[0], parts.long())
 
 
 # ---------------------------------------------------------------------- one test per fault

@@ -69,7 +69,12 @@ from torch import Tensor
 from structssl.semirings import KMax, Log, Max, Semiring, SmoothMax
 from structssl.structures.base import Potentials, Structure
 
-__all__ = ["TorchStructAdapter", "TORCH_STRUCT_KINDS"]
+__all__ = [
+    "TorchStructAdapter",
+    "TORCH_STRUCT_KINDS",
+    "semi_markov_to_torch_struct",
+    "dependency_to_torch_struct",
+]
 
 
 @dataclass(frozen=True)
@@ -403,3 +408,36 @@ class _grad_enabled:
     def __exit__(self, *exc: Any) -> None:
         self._grad.__exit__(*exc)
         self._inference.__exit__(*exc)
+
+
+# ---------------------------------------------------------------------- layouts
+def semi_markov_to_torch_struct(potentials: Tensor) -> Tensor:
+    """:class:`~structssl.structures.SemiMarkov` potentials in ``SemiMarkovCRF``'s layout.
+
+    Native ``[b, s, k, i, j]`` (segment of label j on tokens s .. s + k after label i; only
+    row 0 at s = 0) becomes ``[b, s, k + 1, j, i]`` over the N + 1 token boundaries, with
+    width 0 and the other first labels at s = 0 forbidden (``-inf``): both give the same
+    log Z, marginals and argmax (an example of n tokens has torch-struct length n + 1).
+
+    Shape:
+        (B, N, K, C, C) -> (B, N, K + 1, C, C).
+    """
+    b, n, k, c, _ = potentials.shape
+    out = potentials.new_full((b, n, k + 1, c, c), float("-inf"))
+    out[:, :, 1:] = potentials.transpose(-1, -2)
+    out[:, 0, :, :, 1:] = float("-inf")
+    return out
+
+
+def dependency_to_torch_struct(potentials: Tensor) -> Tensor:
+    """:class:`~structssl.structures.DependencyTree` arc scores in ``DependencyCRF``'s layout:
+    ``[b, h, m]`` with root row 0 becomes ``[b, h - 1, m - 1]`` with the root arcs on the
+    diagonal (the same trees, log Z and marginals; lengths unchanged).
+
+    Shape:
+        (B, N + 1, N + 1) -> (B, N, N).
+    """
+    n = potentials.shape[1] - 1
+    out = potentials[:, 1:, 1:].clone()
+    out[:, torch.arange(n), torch.arange(n)] = potentials[:, 0, 1:]
+    return out
