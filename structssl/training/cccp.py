@@ -399,8 +399,7 @@ class CCCPModule(StructuredModule):
 
     def setup(self, stage: str) -> None:
         super().setup(stage)
-        trainer = self._trainer
-        dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        dm = self._datamodule()
         if self.constraints is not None:
             names = getattr(dm, "label_names", None) or self.tags
             if self.constraints.label_names is None:

@@ -149,8 +149,7 @@ class LabelSwitchingModule(StructuredModule):
 
     def setup(self, stage: str) -> None:
         super().setup(stage)
-        trainer = self._trainer
-        dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        dm = self._datamodule()
         if stage == "fit":
             self._check_data_module(dm)
         adopt = getattr(self.scorer, "adopt_grammar", None)

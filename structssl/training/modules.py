@@ -347,8 +347,7 @@ class StructuredModule(pl.LightningModule):
             ValueError: neither the arguments nor an attached data module give them.
         """
         n, m = self.num_labeled, self.num_unlabeled
-        trainer = self._trainer
-        dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        dm = self._datamodule()
         if n is None:
             n = getattr(dm, "num_labeled_examples", None)
         if m is None:
@@ -398,9 +397,13 @@ class StructuredModule(pl.LightningModule):
         """The dev metric that selects the best checkpoint (higher is better)."""
         return "val/" + _PRIMARY_METRIC[self.task]
 
-    def setup(self, stage: str) -> None:
+    def _datamodule(self) -> Any:
+        """The data module of the attached trainer (``None`` outside a trainer or without one)."""
         trainer = self._trainer
-        dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        return getattr(trainer, "datamodule", None) if trainer is not None else None
+
+    def setup(self, stage: str) -> None:
+        dm = self._datamodule()
         model_sizes = getattr(dm, "model_sizes", None)
         if model_sizes is not None:
             self.adopt_sizes(model_sizes())

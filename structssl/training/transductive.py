@@ -124,8 +124,7 @@ class SafeguardedModule(StructuredModule):
         StructuredModule.on_fit_start(self)
         if self.balance_weight == 0 or self._given_proportions is not None:
             return
-        trainer = self._trainer
-        dm = getattr(trainer, "datamodule", None) if trainer is not None else None
+        dm = self._datamodule()
         examples = getattr(dm, "splits", {}).get("labeled") if dm is not None else None
         num = getattr(self.structure, "num_labels", None)
         if examples and num:
