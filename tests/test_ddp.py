@@ -25,7 +25,11 @@ pytest.importorskip("pytorch_lightning")
 
 import pytorch_lightning as pl  # noqa: E402
 
-from structssl.data import SemiSupervisedDataModule, SyntheticHMMDataModule  # noqa: E402
+from structssl.data import (  # noqa: E402
+    CoNLLDataModule,
+    SemiSupervisedDataModule,
+    SyntheticHMMDataModule,
+)
 
 TIMEOUT_S = 420
 HERE = Path(__file__).resolve()
@@ -75,9 +79,35 @@ def _hmm(two_view: bool = False) -> SyntheticHMMDataModule:
     )
 
 
-def build(name: str) -> tuple[pl.LightningModule, pl.LightningDataModule, list[pl.Callback]]:
+def _conll(root: Path, sentences: int = 23, num_labeled: Optional[int] = None) -> CoNLLDataModule:
+    """Random tagged sentences of 2 to 12 tokens in ``root/train.conll`` (written once), cut
+    into chunks of at most 40 padded positions for the full-batch objective; with
+    ``num_labeled``, the rest are untagged."""
+    import random
+
+    path = root / "train.conll"
+    if not path.is_file():
+        rng = random.Random(0)
+        words = {"N": ["perro", "gata", "casa", "libro"], "V": ["come", "lee", "ve"],
+                 "D": ["el", "la", "un"]}
+        lines = []
+        for _ in range(sentences):
+            for _ in range(rng.randint(2, 12)):
+                tag = rng.choice("NVD")
+                lines.append(f"{rng.choice(words[tag])} {tag}")
+            lines.append("")
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return CoNLLDataModule(
+        train_file=str(path), dev_file=None, test_file=None, max_chunk_positions=40,
+        num_labeled=num_labeled,
+    )
+
+
+def build(
+    name: str, root: Optional[Path] = None
+) -> tuple[pl.LightningModule, pl.LightningDataModule, list[pl.Callback]]:
     """The procedure ``name``, its data and its annealing callbacks (small, float64 via the
-    trainer)."""
+    trainer); ``root``: where file-based data is written (``supervised_chunks``)."""
     from structssl.losses import NablaSVMLoss, NablaTSVMLoss
     from structssl.scorers import LinearChainScorer
     from structssl.scorers.multilabel import MultiLabelScorer
@@ -101,6 +131,12 @@ def build(name: str) -> tuple[pl.LightningModule, pl.LightningDataModule, list[p
     lbfgs = dict(lbfgs_max_iter=8)
     if name == "supervised":
         return SupervisedModule(chain, LinearChainScorer(3, input_dim=4), **lbfgs), _hmm(), []
+    if name == "supervised_chunks":  # CoNLL full batch evaluated in length chunks
+        assert root is not None
+        from structssl.losses import CRFNLLLoss
+
+        model = SupervisedModule(LinearChain(), LinearChainScorer(init_std=0.3), CRFNLLLoss(), **lbfgs)
+        return model, _conll(root), [_CountLabeled(str(root))]
     if name == "tsvm":
         model = TransductiveModule(
             chain, LinearChainScorer(3, input_dim=4), NablaSVMLoss(epsilon=0.3, rho=5.0),
@@ -121,9 +157,26 @@ def build(name: str) -> tuple[pl.LightningModule, pl.LightningDataModule, list[p
         return CoDLPlusModule(multilabel, scorer), ToyMultiLabelDataModule(), schedule
     if name == "cccp":
         return CCCPModule(chain, LinearChainScorer(3, input_dim=4), formulation="labeling"), _hmm(), []
-    if name == "label_switching":
-        return LabelSwitchingModule(chain, LinearChainScorer(3, input_dim=4)), _hmm(), []
+    if name == "label_switching":  # tagged and untagged sentences (with their index)
+        model = LabelSwitchingModule(LinearChain(), LinearChainScorer(init_std=0.3))
+        return model, (_hmm() if root is None else _conll(root, num_labeled=8)), []
     raise ValueError(name)
+
+
+class _CountLabeled(pl.Callback):
+    """Writes how many labeled examples (in how many chunks) each rank's first step holds."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if trainer.current_epoch == 0 and batch_idx == 0:
+            chunks = batch["labeled"]
+            sizes = [int(c["inputs"].shape[0]) for c in chunks]
+            where = Path(self.out) / f"chunks.devices{trainer.world_size}.rank{trainer.global_rank}"
+            where.write_text(" ".join(map(str, sizes)))
 
 
 class _SaveWeights(pl.Callback):
@@ -137,7 +190,7 @@ class _SaveWeights(pl.Callback):
 
 def fit(name: str, devices: int, out: str, epochs: int = 3) -> None:
     """Train ``name`` on ``devices`` processes; each rank saves its weights under ``out``."""
-    model, data, callbacks = build(name)
+    model, data, callbacks = build(name, Path(out))
     strategy: Any = "auto"
     if devices > 1:
         from pytorch_lightning.strategies import DDPStrategy
@@ -169,13 +222,14 @@ def _run_two_processes(names: list[str], out: Path) -> subprocess.CompletedProce
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, "")
 
 
-SHARDED = ["supervised", "tsvm", "cotraining", "composite", "tsvm_plus"]
+SHARDED = ["supervised", "supervised_chunks", "tsvm", "cotraining", "composite", "tsvm_plus"]
+REFUSING = ["cccp", "label_switching", "codl_plus"]
 
 
 @pytest.fixture(scope="module")
 def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("ddp")
-    result = _run_two_processes(SHARDED + ["codl_plus"], out)
+    result = _run_two_processes(SHARDED + REFUSING, out)
     return out, result.stdout
 
 
@@ -196,12 +250,31 @@ def test_two_processes_end_with_one_process_weights(
             assert diff < 1e-5, f"{name}: {key} differs from 1 process by {diff}"
 
 
-def test_codl_plus_refuses_two_processes(two_process_runs: tuple[Path, str]) -> None:
+def test_chunked_full_batch_is_sharded(two_process_runs: tuple[Path, str]) -> None:
+    """Each rank evaluates the length chunks of its own shard of the labeled set: together
+    exactly the labeled set (23 sentences), each rank about half, in several chunks."""
     out, log = two_process_runs
-    assert "CODL_PLUS_REFUSED" in log, log[-4000:]
-    assert "CoDLPlusModule cannot train on 2 processes" in log
-    assert "--trainer.devices=1" in log
-    assert not (out / "codl_plus.rank0.pt").exists()
+    sizes = [
+        [int(v) for v in (out / f"chunks.devices2.rank{r}").read_text().split()] for r in (0, 1)
+    ]
+    assert sorted(sum(s) for s in sizes) == [11, 12], sizes
+    assert all(len(s) > 1 for s in sizes), sizes
+
+
+@pytest.mark.parametrize("name", REFUSING)
+def test_unshardable_procedures_refuse_two_processes(
+    name: str, two_process_runs: tuple[Path, str]
+) -> None:
+    """A real 2-process run of CCCP, label switching and CoDL+ stops at the start of fit with
+    an error naming the procedure and what to use instead; no rank trains a model of its own."""
+    out, log = two_process_runs
+    refused = [line for line in log.splitlines() if line.startswith(f"REFUSED {name} ")]
+    assert refused, log[-4000:]
+    cls = {"cccp": "CCCPModule", "label_switching": "LabelSwitchingModule",
+           "codl_plus": "CoDLPlusModule"}[name]
+    assert f"{cls} cannot train on 2 processes" in refused[0]
+    assert "--trainer.devices=1" in refused[0]
+    assert not (out / f"{name}.rank0.pt").exists()
 
 
 @pytest.mark.parametrize("name", ["cccp", "label_switching", "codl_plus"])
@@ -250,9 +323,9 @@ def _worker(names: list[str], out: str) -> None:
         try:
             fit(name, 2, out)
         except Exception as err:  # spawn wraps the ranks' RuntimeError
-            if name != "codl_plus" or "cannot train on 2 processes" not in str(err):
+            if name not in REFUSING or "cannot train on 2 processes" not in str(err):
                 raise
-            print("CODL_PLUS_REFUSED", err, flush=True)
+            print(f"REFUSED {name}", " ".join(str(err).split()), flush=True)
 
 
 if __name__ == "__main__":

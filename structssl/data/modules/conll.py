@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader
 from structssl.data.modules.base import (
     Example,
     SemiSupervisedDataModule,
+    ShardSampler,
     _check_count,
     _count,
     _ListDataset,
@@ -240,10 +241,18 @@ class CoNLLDataModule(SemiSupervisedDataModule):
 
     def train_dataloader(self) -> CombinedLoader:
         if self.batch_size is None and self._wants_chunks():
-            chunks = length_chunks(self.splits["labeled"], self.max_chunk_positions)
+            examples = self.splits["labeled"]
+            # several processes: each rank evaluates the chunks of its shard (no example
+            # repeated); the closure sums the shards' objectives and gradients over the ranks
+            shard = self._shard_sampler(len(examples), None, False)
+            if shard is not None:
+                examples = [examples[i] for i in shard]
+            chunks = length_chunks(examples, self.max_chunk_positions)
             loader = DataLoader(
                 _ListDataset([chunks]),  # one step: the whole labeled set, chunk by chunk
                 batch_size=1,
+                # every rank its own single step (not Lightning's sampler over ranks)
+                sampler=None if shard is None else ShardSampler(1, 1, 0, False, 0, False),
                 collate_fn=lambda items: [self.collate(chunk) for chunk in items[0]],
             )
             return CombinedLoader({"labeled": loader}, mode="max_size_cycle")
