@@ -195,8 +195,8 @@ class Tagger:
                     alternatives = (alt_labels[:, 1:], torch.isfinite(alt_scores[:, 1:]))
             probs = None
             if confidence:
-                edge = structure.marginals(potentials.detach(), lengths)  # (B, N, C, C)
-                node = edge.sum(dim=2)  # (B, N, C)
+                parts = structure.marginals(potentials.detach(), lengths)
+                node = structure.node_parts(parts)  # (B, N, C): chains, semi-Markov chains
                 probs = node.gather(2, labels.unsqueeze(2)).squeeze(2)
             for row, i in enumerate(ids):
                 n = int(lengths[row])

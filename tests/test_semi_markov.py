@@ -191,7 +191,7 @@ def test_extreme_scales(scale: float) -> None:
         torch.testing.assert_close(log_z[b], torch.logsumexp(scores, 0), rtol=1e-9, atol=1e-9)
         _close(sm.max(pot, lengths)[b], scores.max())
     # marginals of a valid position sum to one token's worth: each token is in one segment
-    tags = sm.tag_parts(marg)
+    tags = sm.node_parts(marg)
     _close(tags.sum(2), sm.valid_mask(lengths, 4).to(F64))
 
 

@@ -446,7 +446,7 @@ class SemiMarkov(Structure):
         parts.scatter_(2, flat, begins.unsqueeze(2).float())
         return parts.view(b, n, k, c, c)
 
-    def tag_parts(self, parts: Tensor) -> Tensor:
+    def node_parts(self, parts: Tensor) -> Tensor:
         """Per-token tag indicators (or marginals) from segment parts (or marginals).
 
         ``out[b, p, t]`` is the total weight of the segments that give token ``p`` the tag
@@ -480,7 +480,7 @@ class SemiMarkov(Structure):
         if not isinstance(parts, Tensor) or parts.dim() != 5:
             got = tuple(parts.shape) if isinstance(parts, Tensor) else type(parts).__name__
             raise ValueError(f"parts must be a tensor of shape (B, N, K, C, C); got {got}")
-        tags = self.tag_parts(parts).argmax(2)
+        tags = self.node_parts(parts).argmax(2)
         if lengths is None:
             return tags
         return torch.where(self.valid_mask(lengths.to(tags.device), tags.shape[1]), tags, 0)
