@@ -187,36 +187,40 @@ def shared_transitions(transitions: Tensor) -> bool:
 
 
 # ---------------------------------------------------------------------- exp-space log Z
-def _range(x: Tensor, dims: tuple[int, ...]) -> float:
-    return float((x.amax(dim=dims) - x.amin(dim=dims)).max()) if x.numel() else 0.0
-
-
 def exp_space_exact(potentials: ChainPotentials, plan: Plan, emissions_tm: Tensor) -> bool:
-    """Whether the exp-space recursion is exact for these potentials (no underflow possible).
+    """Whether the exp-space recursions are exact for these potentials.
 
-    With emissions, transitions and end rescaled to a maximum of 1 per position, and the
-    forward and backward vectors normalised to sum 1 at every step, every entry of every
-    intermediate is at least ``exp(-2 (R_T + R_u + R_e) - 4 log C)``, where ``R_T`` is the range
-    (max - min) of the transitions, ``R_u`` the largest range over labels of the emissions at a
-    valid position (start included) and ``R_e`` that of the end potentials: with every
-    potential finite, ``alpha_t[j] - max(alpha_t) >= -(R_T + R_u)`` at every step, so nothing is
-    ever lost, whatever the length. When that floor is a normal floating-point number, every
-    product and sum of these non-negative numbers is exact to relative rounding error and the
-    result equals the log-space recursion up to rounding. Infinite potentials (``-inf`` masks)
-    or a larger range fail the check and go to the log-space path.
+    Emissions, transitions and end potentials are rescaled to a maximum of 1 (per position,
+    per matrix) and the forward and backward vectors normalised to sum 1 at every step. With
+    ``R_T`` the range (max - min) of the transitions, ``R_u`` the largest range over labels of
+    the emissions at a valid position and ``R_e`` that of the end potentials, and every
+    potential finite, each new entry is a sum whose largest term alone is at least
+    ``exp(-(R_T + R_u)) / C`` (``alpha_t[j] - max(alpha_t) >= -(R_T + R_u) - 2 log C``, at any
+    length; the same for beta), and the marginals are products of two such entries. The check
+    ``2 (R_T + R_u + R_e) + 4 log C + 4 < -log(tiny)`` keeps all of these normal numbers, so
+    every product and sum of these non-negative numbers carries only relative rounding error,
+    and a term that underflows (from tiny first-step weights, e.g. a very negative start) is
+    below ``tiny`` next to a sum that is not: the result equals the log-space recursion up to
+    rounding. Infinite potentials (``-inf`` masks) or a larger range fail the check and take
+    the log-space path.
     """
     dtype = emissions_tm.dtype
-    checks = [emissions_tm.sum(), potentials.transitions.sum(), potentials.end.sum(), potentials.start.sum()]
-    if not bool(torch.isfinite(torch.stack([c.to(dtype) for c in checks])).all()):
+
+    def spread(x: Tensor, dims: tuple[int, ...]) -> Tensor:
+        return (x.amax(dim=dims) - x.amin(dim=dims)).max().to(dtype)
+
+    # one synchronisation: finiteness (sums) and the three ranges
+    stats = torch.stack([
+        emissions_tm.sum(), potentials.transitions.sum().to(dtype), potentials.end.sum().to(dtype),
+        potentials.start.sum().to(dtype), spread(potentials.transitions, (1, 2)),
+        spread(emissions_tm, (2,)), spread(potentials.end, (1,)),
+    ]).tolist()
+    if not all(math.isfinite(v) for v in stats):
         return False
     c = emissions_tm.shape[-1]
-    spread = (
-        _range(potentials.transitions, (1, 2))
-        + _range(emissions_tm, (2,))
-        + _range(potentials.end, (1,))
-    )
+    total = stats[4] + stats[5] + stats[6]
     floor = -math.log(torch.finfo(dtype).tiny)  # about 87 (float32), 708 (float64)
-    return 2.0 * spread + 4.0 * math.log(c) + 4.0 < floor
+    return 2.0 * total + 4.0 * math.log(c) + 4.0 < floor
 
 
 class _Forward(NamedTuple):
