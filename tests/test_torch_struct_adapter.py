@@ -17,6 +17,7 @@ torch_struct = pytest.importorskip("torch_struct", reason="torch-struct is a tes
 
 from structssl.losses import (  # noqa: E402
     CompositeLikelihoodLoss,
+    ConstraintPenalty,
     CRFNLLLoss,
     L1Penalty,
     NablaCoSVMLoss,
@@ -372,5 +373,9 @@ def test_co_training_and_gamma_losses_run(item) -> None:
     gamma = QuadraticPenaltyGammaLoss(1.0, L1Penalty(scale=0.5))
     v = structure.to_parts(target, lengths).to(F64).flatten(1)
     value = value + gamma(structure, x, v, PartsFeatures(), lengths, penalty_target=v)
+    # expectation constraints: the penalty of the marginals (differentiated twice)
+    penalty = ConstraintPenalty(L1Penalty(scale=0.5))
+    value = value + penalty(structure, x, PartsFeatures(), lengths, penalty_target=v)
+    value = value + penalty(structure, x, PartsFeatures(), lengths, labels=target, penalty_target=v)
     grads = torch.autograd.grad(value, (x, peer))
     assert torch.isfinite(value) and all(torch.isfinite(g).all() for g in grads)
