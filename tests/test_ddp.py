@@ -131,6 +131,11 @@ def build(
     lbfgs = dict(lbfgs_max_iter=8)
     if name == "supervised":
         return SupervisedModule(chain, LinearChainScorer(3, input_dim=4), **lbfgs), _hmm(), []
+    if name == "in_order":  # an unshuffled data module: its order, epoch after epoch
+        data = SyntheticHMMDataModule(num_train=9, num_labeled=9, num_dev=2, num_test=2,
+                                      num_states=3, length=4, dim=4, shuffle=False)
+        model = SupervisedModule(chain, LinearChainScorer(3, input_dim=4), lbfgs_max_iter=1)
+        return model, data, [_FirstInputs(str(root))]
     if name == "supervised_chunks":  # CoNLL full batch evaluated in length chunks
         assert root is not None
         from structssl.losses import CRFNLLLoss
@@ -179,6 +184,20 @@ class _CountLabeled(pl.Callback):
             where.write_text(" ".join(map(str, sizes)))
 
 
+class _FirstInputs(pl.Callback):
+    """Saves the labeled inputs of each epoch's first training batch."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if batch_idx == 0:
+            where = Path(self.out) / f"in_order.epoch{trainer.current_epoch}.pt"
+            torch.save(batch["labeled"]["inputs"].cpu(), where)
+
+
 class _SaveWeights(pl.Callback):
     def __init__(self, out: str, name: str) -> None:
         self.out, self.name = out, name
@@ -188,11 +207,12 @@ class _SaveWeights(pl.Callback):
         torch.save(state, Path(self.out) / f"{self.name}.rank{trainer.global_rank}.pt")
 
 
-def fit(name: str, devices: int, out: str, epochs: int = 3) -> None:
-    """Train ``name`` on ``devices`` processes; each rank saves its weights under ``out``."""
+def fit(name: str, devices: int, out: str, epochs: int = 3, ddp: bool = False) -> None:
+    """Train ``name`` on ``devices`` processes (DDP when more than one, or ``ddp``); each rank
+    saves its weights under ``out``."""
     model, data, callbacks = build(name, Path(out))
     strategy: Any = "auto"
-    if devices > 1:
+    if devices > 1 or ddp:
         from pytorch_lightning.strategies import DDPStrategy
 
         strategy = DDPStrategy(
@@ -301,6 +321,19 @@ def test_balance_penalty_refuses_world_size_above_one(monkeypatch: pytest.Monkey
         distributed.check_sharding(model)
 
 
+def test_one_process_under_ddp_keeps_an_unshuffled_order(two_process_runs: tuple[Path, str]) -> None:
+    """``--trainer.devices=1 --trainer.strategy=ddp`` with ``shuffle: false``: the training
+    batches come in the data module's order every epoch (Lightning's own sampler would
+    shuffle them)."""
+    out, log = two_process_runs
+    model, data, _ = build("in_order", out)
+    data.setup("fit")
+    want = torch.stack([e["inputs"] for e in data.splits["labeled"]]).double()
+    for epoch in (0, 1):
+        got = torch.load(out / f"in_order.epoch{epoch}.pt")
+        assert torch.equal(got.double(), want), f"epoch {epoch}: the batch is reordered"
+
+
 def test_shard_sampler_partitions_without_repeats() -> None:
     from structssl.data import ShardSampler
 
@@ -319,6 +352,7 @@ def test_shard_sampler_partitions_without_repeats() -> None:
 
 def _worker(names: list[str], out: str) -> None:
     torch.set_num_threads(1)
+    fit("in_order", 1, out, epochs=2, ddp=True)
     for name in names:
         try:
             fit(name, 2, out)

@@ -340,9 +340,11 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
     def _shard_sampler(
         self, size: int, batch_size: Optional[int], shuffle: bool
     ) -> Optional[ShardSampler]:
-        """This rank's :class:`ShardSampler` of a split when several processes run (else None)."""
+        """This rank's :class:`ShardSampler` of a split under a process group (Lightning DDP,
+        even of one process: Lightning would otherwise put a shuffling sampler of its own on
+        the training loaders, whatever ``shuffle`` says); ``None`` without one."""
         dist = torch.distributed
-        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        if not (dist.is_available() and dist.is_initialized()):
             return None
         world, rank = dist.get_world_size(), dist.get_rank()
         if 0 < size < world:
