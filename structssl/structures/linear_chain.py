@@ -192,14 +192,7 @@ class LinearChain(Structure):
     # ------------------------------------------------------------------ checks
     def _check(self, potentials: Potentials, lengths: Optional[Tensor]) -> tuple[Potentials, Tensor]:
         c = self.num_labels
-        if isinstance(potentials, ChainPotentials):
-            if not c:
-                raise ValueError(
-                    "LinearChain num_labels is not set: pass num_labels=C, or train it through a "
-                    "procedure whose data module gives it"
-                )
-            return self._check_factored(potentials, lengths)
-        if not isinstance(potentials, Tensor):
+        if not isinstance(potentials, (Tensor, ChainPotentials)):
             raise TypeError(
                 f"LinearChain potentials must be a tensor (B, N, C, C) or ChainPotentials; got a "
                 f"{type(potentials).__name__}"
@@ -209,6 +202,8 @@ class LinearChain(Structure):
                 "LinearChain num_labels is not set: pass num_labels=C, or train it through a "
                 "procedure whose data module gives it"
             )
+        if isinstance(potentials, ChainPotentials):
+            return self._check_factored(potentials, lengths)
         if potentials.dim() != 4 or potentials.shape[-2:] != (c, c):
             raise ValueError(
                 f"potentials must have shape (B, N, C, C) with C = num_labels = {c}; got "
