@@ -122,7 +122,10 @@ class LinearChainScorer(Scorer):
         validate: check value ranges of inputs and lengths (device syncs).
         factored: emit :class:`~structssl.structures.ChainPotentials` (emissions, shared
             transitions, start, end) instead of (B, N, C, C) potentials: the same scores, C
-            times less memory, and the fast factored dynamic programs of ``LinearChain``.
+            times less memory, and the fast factored dynamic programs of ``LinearChain``
+            (every LinearChain operation and the likelihood / hinge / nabla losses take them).
+            Code that reads parts in the edge layout (constraint features, the Gamma-SSVM and
+            CCCP procedures) needs the default (B, N, C, C) potentials.
 
     Example:
         >>> scorer = LinearChainScorer(num_labels=3, input_dim=2)
