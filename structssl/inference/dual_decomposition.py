@@ -24,7 +24,8 @@ corpus multipliers by projected subgradient on the nonnegative orthant (outer lo
 ``outer_iter`` steps), with the subgradient ``(1/B) sum_j <F_m, z_j> - bound`` where ``z_j`` is
 the components' (fractional) average of their optimal parts. Primal recovery follows Komodakis
 et al. (section IV.B): every component's optimal labeling (and the vote of the components) is a
-primal candidate; per example the candidate with the best Lagrangian score is taken, and over
+primal candidate; per example the candidate with the best Lagrangian score is taken (of
+scores tied up to rounding, the first one, or the labels already held), and over
 the outer iterations the corpus labeling with the best primal value among those within
 ``feasibility_tol`` of feasible (else the least violating one) is returned.
 
@@ -497,6 +498,21 @@ def corpus_dual_decomposition(
                     feasibility_tol, multipliers)
 
 
+def _tie_tolerance(values: Tensor) -> Tensor:
+    """How close scores must be to count as tied: rounding in ``values``' dtype, relative
+    (1024 ulps of ``1 + |value|``; -inf counts as 0)."""
+    eps = torch.finfo(values.dtype).eps
+    return 1024 * eps * (1.0 + values.abs().nan_to_num(0.0, 0.0, 0.0))
+
+
+def _better_key(key: tuple[float, float], best: tuple[float, float], dtype: torch.dtype) -> bool:
+    """Whether an outer iteration's key (0, -primal) if feasible, else (1, violation) beats
+    the best so far by more than rounding (a tie keeps the earlier labeling)."""
+    if key[0] != best[0]:
+        return key[0] < best[0]
+    return key[1] < best[1] - 1024 * torch.finfo(dtype).eps * (1.0 + abs(best[1]))
+
+
 def _run(
     pot: Potentials,
     components: Components,
@@ -550,13 +566,19 @@ def _run(
         def consider(sol: ComponentSolution) -> None:
             nonlocal labels, cand_best
             cand_scores = components.score(aug, sol.candidates)  # (B, n)
-            top, arg = cand_scores.max(dim=1)
+            top = cand_scores.max(dim=1).values
+            # scores tied up to rounding: the first candidate, and the labels already held
+            # (the choice must not depend on rounding noise, i.e. on the order of the
+            # corpus, the number of processes or threads)
+            tied = cand_scores >= (top - _tie_tolerance(top)).unsqueeze(1)
+            arg = tied.to(torch.uint8).argmax(dim=1)  # the first tied candidate
             pick = sol.candidates[torch.arange(b, device=device), arg]
             if labels is None:
                 labels = pick
             else:
                 shape = (b,) + (1,) * (pick.dim() - 1)
-                labels = torch.where((top > cand_best).view(shape), pick, labels)
+                better = top > cand_best + _tie_tolerance(cand_best)
+                labels = torch.where(better.view(shape), pick, labels)
             cand_best = torch.maximum(cand_best, top)
 
         sol = components.solve(prepared, nu)
@@ -592,7 +614,7 @@ def _run(
         dh.append(dual)
         vh.append(viol)
         key = (0.0, -value) if viol <= feasibility_tol else (1.0, viol)
-        if best_key is None or key < best_key:
+        if best_key is None or _better_key(key, best_key, dtype):
             best_key, result_labels, best = key, labels, (value, viol, rates)
         if constraints is None or s == outer_iter - 1:
             break

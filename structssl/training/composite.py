@@ -196,9 +196,16 @@ class ConstrainedSelfLabelingModule(StructuredModule):
             # a corpus-level problem: solved on the whole corpus (all ranks' examples) on
             # every rank alike, each rank keeping its own examples' labels
             potentials, mine = distributed.gather_potentials(potentials)
-        result = self.engine(
-            potentials, self.components, constraints, self.multipliers if warm else None
-        )
+        start: Optional[CorpusMultipliers] = None
+        if warm and self.multipliers is not None:
+            # the corpus multipliers carry over from round to round; the per-example ones
+            # (nu) start afresh: they are tied to positions in the batch, which need not be
+            # the same examples from one round to the next (shuffling, several processes),
+            # and carried over they amplify rounding noise round after round, so that the
+            # labels would depend on the number of processes or threads
+            m = self.multipliers
+            start = CorpusMultipliers(m.lower, m.upper, m.nu.new_zeros(0))
+        result = self.engine(potentials, self.components, constraints, start)
         if warm:
             self.multipliers = result.multipliers
             self.assignment_history.append(
