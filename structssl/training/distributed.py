@@ -14,12 +14,16 @@ computed over the whole corpus, so that N processes compute what one process com
   mean weighted by its share of the examples (:func:`shard_shares`). Every rank therefore sees
   the objective and gradient of the whole corpus, and L-BFGS takes identical steps and line
   searches on all ranks (the same number of closure evaluations: no rank can wait in a
-  collective that another never reaches);
+  collective that another never reaches). A full batch evaluated in length chunks
+  (``supports_chunks``, :class:`~structssl.data.CoNLLDataModule`) is the rank's shard cut into
+  chunks, reduced the same way;
 * **corpus-level statistics** of the composite procedures (seed 004): the constraint rates
   are estimated from the labeled labels of all ranks, and the constrained label assignment
   (corpus dual decomposition, its multipliers) and collective evaluation decoding run on the
   potentials of the whole corpus, gathered from all ranks (:func:`gather_rows`), each rank
-  keeping its own examples' labels.
+  keeping its own examples' labels (the decomposition is independent of the corpus order
+  beyond rounding: ties up to rounding are broken canonically, and only the corpus
+  multipliers carry over between rounds).
 
 A procedure whose corpus-level decisions are not reduced refuses ``world_size > 1`` at the
 start of ``fit`` (:func:`check_sharding`, reading the class attribute ``sharding_refusal``),
