@@ -55,8 +55,9 @@ class CitationsDataModule(SemiSupervisedDataModule):
         num_test: keep the first ``num_test`` test citations (default all 100).
         features: ``"hmm"`` (lower-cased token) or ``"rich"`` (default extractor templates).
         min_count: feature count threshold.
-        batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`~structssl.data.SemiSupervisedDataModule`.
+        **kwargs: the loader options of :class:`~structssl.data.SemiSupervisedDataModule`
+            (``batch_size``, ``unlabeled_batch_size``, ``eval_batch_size``, ``shuffle``,
+            ``num_workers``).
 
     Raises:
         ValueError: an unknown protocol / features value, a bad count or subset.
@@ -74,13 +75,9 @@ class CitationsDataModule(SemiSupervisedDataModule):
         num_test: Optional[int] = None,
         features: Literal["hmm", "rich"] = "hmm",
         min_count: int = 1,
-        batch_size: Optional[int] = None,
-        unlabeled_batch_size: Optional[int] = None,
-        eval_batch_size: Optional[int] = None,
-        shuffle: bool = True,
-        num_workers: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
+        super().__init__(**kwargs)
         from structssl.data.formats.citations import CITATION_LABELS
 
         if protocol not in ("codl_transductive", "inductive"):

@@ -14,7 +14,7 @@ Batches (:meth:`CoilDataModule.collate`): ``inputs`` (B, 241) float, ``labels`` 
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 import torch
@@ -41,8 +41,9 @@ class CoilDataModule(SemiSupervisedDataModule):
         standardize: z-score every feature with the mean and standard deviation over all 1500
             points (no labels are used).
         data_dir: the data directory (default: ``$STRUCTSSL_DATA``, else ``../shared/data``).
-        batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`~structssl.data.SemiSupervisedDataModule`.
+        **kwargs: the loader options of :class:`~structssl.data.SemiSupervisedDataModule`
+            (``batch_size``, ``unlabeled_batch_size``, ``eval_batch_size``, ``shuffle``,
+            ``num_workers``).
 
     Raises:
         ValueError: ``num_labeled`` not 10 or 100, ``split`` outside 0 .. 11, or a negative
@@ -56,13 +57,9 @@ class CoilDataModule(SemiSupervisedDataModule):
         num_unlabeled: Optional[int] = None,
         standardize: bool = True,
         data_dir: Optional[str] = None,
-        batch_size: Optional[int] = None,
-        unlabeled_batch_size: Optional[int] = None,
-        eval_batch_size: Optional[int] = None,
-        shuffle: bool = True,
-        num_workers: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
+        super().__init__(**kwargs)
         if isinstance(num_labeled, bool) or num_labeled not in (10, 100):
             raise ValueError(f"num_labeled must be 10 or 100; got {num_labeled!r}")
         if isinstance(split, bool) or not isinstance(split, int) or not 0 <= split <= 11:

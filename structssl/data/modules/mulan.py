@@ -16,7 +16,7 @@ Fig. 1. :meth:`MulanDataModule.arrays` returns the split as tensors for loops wi
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -123,8 +123,10 @@ class MulanDataModule(SemiSupervisedDataModule):
         num_unlabeled: keep only the first ``num_unlabeled`` unlabeled examples (``None``: all;
             for quick runs).
         max_test: keep only the first ``max_test`` test examples (``None``: all).
-        batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`~structssl.data.SemiSupervisedDataModule`.
+        shuffle: reshuffle the training loaders every epoch (off by default here: the splits are
+            fixed arrays).
+        **kwargs: the loader options of :class:`~structssl.data.SemiSupervisedDataModule`
+            (``batch_size``, ``unlabeled_batch_size``, ``eval_batch_size``, ``num_workers``).
     """
 
     def __init__(
@@ -139,13 +141,10 @@ class MulanDataModule(SemiSupervisedDataModule):
         evaluate_unlabeled: bool = True,
         num_unlabeled: Optional[int] = None,
         max_test: Optional[int] = None,
-        batch_size: Optional[int] = None,
-        unlabeled_batch_size: Optional[int] = None,
-        eval_batch_size: Optional[int] = None,
         shuffle: bool = False,
-        num_workers: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
+        super().__init__(shuffle=shuffle, **kwargs)
         if name not in MULAN_DATASETS:
             raise ValueError(f"name must be one of {sorted(MULAN_DATASETS)}; got {name!r}")
         self.name = name

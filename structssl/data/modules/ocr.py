@@ -12,7 +12,7 @@ After :meth:`setup`: ``num_labels`` (26), ``label_names``, ``max_length``.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 
@@ -33,8 +33,9 @@ class OcrDataModule(SemiSupervisedDataModule):
         num_test: keep only the first ``num_test`` test words (quick runs).
         num_labeled: accepted for a uniform interface: keep only the first ``num_labeled``
             training words (same as ``num_train``; the smaller wins).
-        batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`~structssl.data.SemiSupervisedDataModule`.
+        **kwargs: the loader options of :class:`~structssl.data.SemiSupervisedDataModule`
+            (``batch_size``, ``unlabeled_batch_size``, ``eval_batch_size``, ``shuffle``,
+            ``num_workers``).
     """
 
     def __init__(
@@ -46,13 +47,9 @@ class OcrDataModule(SemiSupervisedDataModule):
         num_train: Optional[int] = None,
         num_test: Optional[int] = None,
         num_labeled: Optional[int] = None,
-        batch_size: Optional[int] = None,
-        unlabeled_batch_size: Optional[int] = None,
-        eval_batch_size: Optional[int] = None,
-        shuffle: bool = True,
-        num_workers: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
+        super().__init__(**kwargs)
         from structssl.data.formats.ocr import OCR_LETTERS
 
         if isinstance(fold, bool) or not isinstance(fold, int) or not 0 <= fold <= 9:

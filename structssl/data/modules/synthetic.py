@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -47,8 +47,9 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
         seed: the HMM and sampling seed.
         split_seed: the labeled / unlabeled split seed.
         data_dir: unused (synthetic data); accepted so every data module has the argument.
-        batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`SemiSupervisedDataModule`.
+        **kwargs: the loader options of :class:`~structssl.data.SemiSupervisedDataModule`
+            (``batch_size``, ``unlabeled_batch_size``, ``eval_batch_size``, ``shuffle``,
+            ``num_workers``).
     """
 
     def __init__(
@@ -70,13 +71,9 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
         seed: int = 0,
         split_seed: int = 0,
         data_dir: Optional[str] = None,
-        batch_size: Optional[int] = None,
-        unlabeled_batch_size: Optional[int] = None,
-        eval_batch_size: Optional[int] = None,
-        shuffle: bool = True,
-        num_workers: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
+        super().__init__(**kwargs)
         self.num_train = _count(num_train, "num_train", 1)
         self.num_dev = _count(num_dev, "num_dev", 1)
         self.num_test = _count(num_test, "num_test", 1)

@@ -52,8 +52,9 @@ class TreebankDataModule(SemiSupervisedDataModule):
         max_length: longest sentence drawn (words).
         selection_seed: seed of the draw of the sentences.
         permutation: seed of the permutation into labeled / unlabeled / test (0..4).
-        batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
-            :class:`~structssl.data.SemiSupervisedDataModule`.
+        **kwargs: the loader options of :class:`~structssl.data.SemiSupervisedDataModule`
+            (``batch_size``, ``unlabeled_batch_size``, ``eval_batch_size``, ``shuffle``,
+            ``num_workers``).
     """
 
     def __init__(
@@ -66,13 +67,9 @@ class TreebankDataModule(SemiSupervisedDataModule):
         max_length: int = 8,
         selection_seed: int = 0,
         permutation: int = 0,
-        batch_size: Optional[int] = None,
-        unlabeled_batch_size: Optional[int] = None,
-        eval_batch_size: Optional[int] = None,
-        shuffle: bool = True,
-        num_workers: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers)
+        super().__init__(**kwargs)
         self.data_dir = data_dir
         self.num_sentences = _count(num_sentences, "num_sentences", 3)
         self.num_labeled = _count(num_labeled, "num_labeled", 1)
