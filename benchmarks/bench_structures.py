@@ -13,8 +13,8 @@ first checks that both give the same log Z.
 
 ``--ner`` trains ``configs/semi_markov_ner.yaml`` and the same configuration with a linear
 chain (``LinearChain`` + ``LinearChainScorer``, everything else equal) through ``structssl fit``
-(the CLI, a subprocess each) and reads test (esp.testb) and dev span F1 from the runs'
-``metrics.csv``. Needs ``$STRUCTSSL_DATA/conll2002`` (default ``../shared/data``).
+(the CLI, a subprocess each) and reads test (esp.testb, tested on the best dev checkpoint)
+and dev span F1 (the last epoch's value) from the runs' ``metrics.csv``. Needs ``$STRUCTSSL_DATA/conll2002`` (default ``../shared/data``).
 """
 
 from __future__ import annotations
