@@ -154,6 +154,13 @@ def _kill_and_resume(
         for root in (full, cut)
     )
     assert got["epoch"] == want["epoch"] == epochs - 1
+    if (full / "checkpoints" / "best.ckpt").is_file():  # what test_after_fit tests
+        best_want, best_got = (
+            torch.load(root / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
+            for root in (full, cut)
+        )
+        assert best_got["epoch"] == best_want["epoch"]
+        _assert_same_state(best_got["state_dict"], best_want["state_dict"])
     metrics = _test_metrics(full)
     assert metrics, f"no test metric logged under {full}"
     assert _test_metrics(cut) == metrics

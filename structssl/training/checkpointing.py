@@ -64,8 +64,15 @@ class BestCheckpoint(ModelCheckpoint):
 
 
 def run_checkpoints(dirpath: Union[str, Path]) -> list[ModelCheckpoint]:
-    """The checkpoint callbacks of a run: :class:`LastCheckpoint` and :class:`BestCheckpoint`."""
-    return [LastCheckpoint(dirpath), BestCheckpoint(dirpath)]
+    """The checkpoint callbacks of a run: :class:`BestCheckpoint`, then :class:`LastCheckpoint`.
+
+    In this order (Lightning runs them in list order at the end of an epoch), ``last.ckpt``
+    holds the best-checkpoint state of its own epoch: a run resumed from it knows the best dev
+    score so far and never replaces ``best.ckpt`` with a worse epoch (the other way round it
+    held the state of the epoch before, and a resumed run could overwrite a better
+    ``best.ckpt``, so that ``test_after_fit`` tested another model than the uninterrupted run).
+    """
+    return [BestCheckpoint(dirpath), LastCheckpoint(dirpath)]
 
 
 def checkpoint_file(path: Union[str, Path]) -> Path:
