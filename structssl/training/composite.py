@@ -6,8 +6,9 @@ modules), between
 1. **label assignment** of the unlabeled corpus: ``Y_U = argmax_Y sum_j s_j(y_j)`` subject to
    the corpus constraints (LDC / LCC, estimated from the labeled data), solved jointly by the
    corpus dual decomposition of :mod:`structssl.inference.dual_decomposition` (star-tree
-   components: "approximate inference"; enumeration: "exact inference"); its multipliers warm
-   start the next round and are saved in checkpoints;
+   components: "approximate inference"; enumeration: "exact inference"); its corpus
+   multipliers warm start the next round (the per-example ones start afresh) and are saved in
+   checkpoints;
 2. **a model update** at fixed ``Y_U``:
 
    - :class:`CompositeLikelihoodModule` (seed 004 eq. 5): ``||w||^2 / (2 sigma^2 n) + mean_L
@@ -187,8 +188,9 @@ class ConstrainedSelfLabelingModule(StructuredModule):
     ) -> Tensor:
         """Collective (corpus) inference of a batch, with the constraints when ``constrained``.
 
-        Returns labels (B, K); with ``warm`` the multipliers are read from and written to
-        :attr:`multipliers` (the unlabeled corpus's, for the next round and checkpoints).
+        Returns labels (B, K); with ``warm`` the multipliers are written to
+        :attr:`multipliers` (the unlabeled corpus's, for the next round and checkpoints) and
+        the corpus multipliers read from it.
         """
         constraints = self.constraints if constrained else None
         mine: Optional[slice] = None
