@@ -131,3 +131,42 @@ def test_extractor_and_format_state_round_trip(tmp_path: Path) -> None:
     example = tagged[0]
     assert torch.equal(loaded.encode(example, False)["inputs"], fmt.encode(example, False)["inputs"])
     assert loaded.extractor.clusters is not None
+
+
+def test_semi_supervised_config_learns_clusters_and_predicts(tmp_path: Path) -> None:
+    """configs/tagger_ssl.yaml as a user runs it: the clusters come from the untagged file,
+    travel in the checkpoint, and predict tags unseen text with them."""
+    pytest.importorskip("pytorch_lightning")
+    from unittest import mock
+
+    from structssl.cli import main
+    from structssl.predict import Tagger
+
+    def write(path: Path, sentences: list[list[str]], tagged: bool) -> None:
+        lines = []
+        for s in sentences:
+            for w in s:
+                tag = "B-LOC" if w.lower() in _CITIES else "B-PER" if w.lower() in _PEOPLE else "O"
+                lines.append(f"{w} {tag}" if tagged else w)
+            lines.append("")
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    write(tmp_path / "train.conll", _corpus(20, seed=1), True)
+    write(tmp_path / "dev.conll", _corpus(10, seed=2), True)
+    write(tmp_path / "unlabeled.txt", _corpus(100, seed=3), False)
+    config = Path(__file__).resolve().parents[1] / "configs" / "tagger_ssl.yaml"
+    run = tmp_path / "run"
+    with mock.patch("sys.argv", ["structssl"]):
+        main([
+            "fit", f"--config={config}", f"--data.train_file={tmp_path / 'train.conll'}",
+            f"--data.dev_file={tmp_path / 'dev.conll'}",
+            f"--data.unlabeled_file={tmp_path / 'unlabeled.txt'}", "--data.unlabeled_batch_size=64",
+            "--data.word_clusters=[4,8]", f"--trainer.default_root_dir={run}",
+            "--trainer.max_epochs=3", "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false",
+        ])
+    tagger = Tagger.load(run)
+    clusters = tagger.format.extractor.clusters
+    assert clusters is not None and clusters.sizes == (4, 8) and len(clusters) >= 18
+    (tags,) = tagger.tag([["vive", "en", "Sevilla", "ayer", "."]])
+    assert tags[2] == "B-LOC"
