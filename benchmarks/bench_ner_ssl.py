@@ -69,6 +69,7 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int) -> dict[str, fl
     """Run one method's config on one labeled draw through ``structssl fit``; dev and test
     metrics of its best dev checkpoint."""
     from structssl.cli import cli_main
+    from structssl.training.checkpointing import BestCheckpoint
 
     config, extra = METHODS[name]
     data = args.data / "conll2002"
@@ -92,7 +93,9 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int) -> dict[str, fl
         # test_after_fit scored the best dev checkpoint; its dev score next to it
         test = {k: float(v) for k, v in cli.trainer.callback_metrics.items()
                 if k.startswith("test/")}
-        (dev,) = cli.trainer.validate(cli.model, datamodule=cli.datamodule, ckpt_path="best",
+        best = next(cb.best_model_path for cb in cli.trainer.checkpoint_callbacks
+                    if isinstance(cb, BestCheckpoint))
+        (dev,) = cli.trainer.validate(cli.model, datamodule=cli.datamodule, ckpt_path=best,
                                       verbose=False)
     return {
         "dev_f1": 100 * dev["val/span_f1"], "test_f1": 100 * test["test/span_f1"],
