@@ -186,6 +186,49 @@ class Structure:
         cost = self.hamming_potentials(target, lengths)
         return _batch_dot(cost, self.to_parts(labels, lengths))
 
+    @staticmethod
+    def valid_mask(lengths: Tensor, max_length: int) -> Tensor:
+        """(B, N) bool: which positions are within each example's length."""
+        return torch.arange(max_length, device=lengths.device) < lengths.unsqueeze(1)
+
+    def _position_labels(
+        self, labels: Tensor, lengths: Tensor, name: str = "labels"
+    ) -> tuple[Tensor, Tensor]:
+        """The checks shared by structures whose labels are (B, N) integers, one per position
+        (tags of a chain or segments, heads of a tree): a tensor with B rows, an integer dtype
+        and at least ``max(lengths)`` positions. The range is the structure's own check.
+
+        Returns:
+            ``(labels, valid)``: the labels as a new long tensor with padded positions set to 0,
+            and the (B, N) bool mask of positions within each example's length.
+        """
+        b = lengths.shape[0]
+        if not isinstance(labels, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor; got {type(labels).__name__}")
+        if labels.dim() != 2 or labels.shape[0] != b:
+            raise ValueError(f"{name} must have shape (B, N) with B = {b}; got {tuple(labels.shape)}")
+        if labels.is_floating_point() or labels.dtype == torch.bool:
+            raise ValueError(f"{name} must have an integer dtype; got {labels.dtype}")
+        n = labels.shape[1]
+        if n < int(lengths.max()):
+            raise ValueError(
+                f"{name} must have at least max(lengths) = {int(lengths.max())} positions; got "
+                f"shape {tuple(labels.shape)}"
+            )
+        valid = self.valid_mask(lengths, n)
+        return torch.where(valid, labels.long(), 0), valid
+
+    def _position_labels_and_lengths(
+        self, labels: Tensor, lengths: Optional[Tensor], name: str = "labels"
+    ) -> tuple[Tensor, Tensor]:
+        """``(check_labels(labels), lengths)`` for (B, N) position labels, the lengths checked
+        (default: every example spans all N positions)."""
+        if not isinstance(labels, Tensor) or labels.dim() != 2:
+            got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
+            raise ValueError(f"{name} must have shape (B, N); got {got}")
+        lengths = self.check_lengths(lengths, labels.shape[0], labels.shape[1], labels.device)
+        return self.check_labels(labels, lengths, name), lengths
+
     def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
         """Validate ``labels`` against ``lengths`` (as returned by :meth:`check`).
 

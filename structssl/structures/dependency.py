@@ -105,11 +105,6 @@ class DependencyTree(Structure):
         mask[:, :, 0] = False  # nothing heads the root
         return mask
 
-    @staticmethod
-    def valid_mask(lengths: Tensor, max_length: int) -> Tensor:
-        """(B, N) bool: which words are within each example's length."""
-        return torch.arange(max_length, device=lengths.device) < lengths.unsqueeze(1)
-
     def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
         """Validate heads: range, self-loops, cycles, projectivity (and one root child).
 
@@ -119,21 +114,7 @@ class DependencyTree(Structure):
         Raises:
             ValueError: naming the example (and the crossing arcs of a non-projective tree).
         """
-        b = lengths.shape[0]
-        if not isinstance(labels, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor; got {type(labels).__name__}")
-        if labels.dim() != 2 or labels.shape[0] != b:
-            raise ValueError(f"{name} must have shape (B, N) with B = {b}; got {tuple(labels.shape)}")
-        if labels.is_floating_point() or labels.dtype == torch.bool:
-            raise ValueError(f"{name} must have an integer dtype; got {labels.dtype}")
-        n = labels.shape[1]
-        if n < int(lengths.max()):
-            raise ValueError(
-                f"{name} must have at least max(lengths) = {int(lengths.max())} positions; got "
-                f"shape {tuple(labels.shape)}"
-            )
-        valid = self.valid_mask(lengths, n)
-        heads = torch.where(valid, labels.long(), 0)
+        heads, valid = self._position_labels(labels, lengths, name)
         if self.validate:
             self._check_trees(heads, lengths, valid, name)
         return heads
@@ -264,18 +245,10 @@ class DependencyTree(Structure):
         return torch.where(valid, labels, 0), scores.detach()
 
     # ------------------------------------------------------------------ parts
-    def _heads_lengths(
-        self, labels: Tensor, lengths: Optional[Tensor], name: str = "labels"
-    ) -> tuple[Tensor, Tensor]:
-        if not isinstance(labels, Tensor) or labels.dim() != 2:
-            got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
-            raise ValueError(f"{name} must have shape (B, N); got {got}")
-        lengths = self.check_lengths(lengths, labels.shape[0], labels.shape[1], labels.device)
-        return self.check_labels(labels, lengths, name), lengths
 
     def to_parts(self, labels: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
         """Heads (B, N) to one-hot arcs (B, N + 1, N + 1); padding is all zero."""
-        heads, lengths = self._heads_lengths(labels, lengths)
+        heads, lengths = self._position_labels_and_lengths(labels, lengths)
         b, n = heads.shape
         parts = torch.zeros(b, n + 1, n + 1, device=heads.device)
         valid = self.valid_mask(lengths, n).float()
@@ -295,7 +268,7 @@ class DependencyTree(Structure):
 
     def hamming_potentials(self, target: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
         """Wrong-head count in arcs (B, N + 1, N + 1): 1 on every arc but the target's."""
-        heads, lengths = self._heads_lengths(target, lengths, "target")
+        heads, lengths = self._position_labels_and_lengths(target, lengths, "target")
         return self.arc_mask(lengths, heads.shape[1]).float() - self.to_parts(heads, lengths)
 
     def _score(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
@@ -384,7 +357,6 @@ def _eisner_outside(
     (max), by one outside pass over the stored charts (adjoints, no autograd)."""
     b, n1 = pot.shape[:2]
     with torch.no_grad():
-        arcs = pot if multiroot else pot.clone().index_fill_(1, pot.new_zeros(1, dtype=torch.long), float("-inf"))
         g = {k: torch.zeros_like(ch[k]) for k in ("c_right_s", "c_left_s", "c_right_e", "c_left_e", "i_right_s", "i_left_e")}
         g_arc = torch.zeros_like(pot)
         rows = torch.arange(b, device=pot.device)

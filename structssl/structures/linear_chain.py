@@ -257,20 +257,7 @@ class LinearChain(Structure):
         return (self.valid_mask(lengths, n).view(-1, n, 1, 1),)
 
     def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
-        b = lengths.shape[0]
-        if not isinstance(labels, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor; got {type(labels).__name__}")
-        if labels.dim() != 2 or labels.shape[0] != b:
-            raise ValueError(f"{name} must have shape (B, N) with B = {b}; got {tuple(labels.shape)}")
-        if labels.is_floating_point() or labels.dtype == torch.bool:
-            raise ValueError(f"{name} must have an integer dtype; got {labels.dtype}")
-        if labels.shape[1] < int(lengths.max()):
-            raise ValueError(
-                f"{name} must have at least max(lengths) = {int(lengths.max())} positions; got "
-                f"shape {tuple(labels.shape)}"
-            )
-        valid = self.valid_mask(lengths, labels.shape[1])
-        labels = torch.where(valid, labels.long(), 0)
+        labels, _ = self._position_labels(labels, lengths, name)
         if self.validate and labels.numel():
             lo, hi = int(labels.min()), int(labels.max())
             if lo < 0 or hi >= self.num_labels:
@@ -279,11 +266,6 @@ class LinearChain(Structure):
                     f"values in [{lo}, {hi}]"
                 )
         return labels
-
-    @staticmethod
-    def valid_mask(lengths: Tensor, max_length: int) -> Tensor:
-        """(B, N) bool: which positions are within each example's length."""
-        return torch.arange(max_length, device=lengths.device) < lengths.unsqueeze(1)
 
     # ------------------------------------------------------------------ dynamic programs
     def _check_values(self, potentials: Potentials, lengths: Tensor) -> Potentials:
@@ -399,7 +381,7 @@ class LinearChain(Structure):
         potentials): label indicators (B, N, C), transition counts (B, C, C), the first and the
         last label one-hot (B, C).
         """
-        labels, lengths = self._labels_and_lengths(labels, lengths)
+        labels, lengths = self._position_labels_and_lengths(labels, lengths)
         b, n = labels.shape
         c = self.num_labels
         if factored:
@@ -443,7 +425,7 @@ class LinearChain(Structure):
 
     def hamming_potentials(self, target: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
         """(B, N, C, C) cost: 1 on every edge into a valid position whose label differs."""
-        target, lengths = self._labels_and_lengths(target, lengths, "target")
+        target, lengths = self._position_labels_and_lengths(target, lengths, "target")
         b, n = target.shape
         c = self.num_labels
         wrong = 1.0 - torch.nn.functional.one_hot(target, c).float()  # (B, N, C)
@@ -452,22 +434,14 @@ class LinearChain(Structure):
 
     def hamming(self, target: Tensor, labels: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
         """Number of valid positions where ``labels`` differ from ``target``. Shape (B,)."""
-        target, lengths = self._labels_and_lengths(target, lengths, "target")
-        labels, _ = self._labels_and_lengths(labels, lengths)
+        target, lengths = self._position_labels_and_lengths(target, lengths, "target")
+        labels, _ = self._position_labels_and_lengths(labels, lengths)
         if labels.shape != target.shape:
             raise ValueError(
                 f"labels must have the shape of target {tuple(target.shape)}; got {tuple(labels.shape)}"
             )
         return (target != labels).sum(1)
 
-    def _labels_and_lengths(
-        self, labels: Tensor, lengths: Optional[Tensor], name: str = "labels"
-    ) -> tuple[Tensor, Tensor]:
-        if not isinstance(labels, Tensor) or labels.dim() != 2:
-            got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
-            raise ValueError(f"{name} must have shape (B, N); got {got}")
-        lengths = self.check_lengths(lengths, labels.shape[0], labels.shape[1], labels.device)
-        return self.check_labels(labels, lengths, name), lengths
 
     def cost_augmented_potentials(
         self,
@@ -484,7 +458,7 @@ class LinearChain(Structure):
             return super().cost_augmented_potentials(potentials, target, lengths, scale)
         emissions = potentials.emissions
         b, n, c = emissions.shape
-        target, lengths = self._labels_and_lengths(target, lengths, "target")
+        target, lengths = self._position_labels_and_lengths(target, lengths, "target")
         wrong = 1.0 - torch.nn.functional.one_hot(target, c).to(emissions.dtype)  # (B, N, C)
         wrong = wrong * self.valid_mask(lengths, n).unsqueeze(2)
         if isinstance(scale, Tensor):
@@ -541,7 +515,6 @@ class LinearChain(Structure):
                 with no allowed label (e.g. a masked-out first token).
         """
         potentials, lengths = self.check(potentials, lengths)
-        factored = isinstance(potentials, ChainPotentials)
         ref = potentials.emissions if isinstance(potentials, ChainPotentials) else potentials
         assert isinstance(ref, Tensor)
         b, n, c = ref.shape[0], ref.shape[1], self.num_labels

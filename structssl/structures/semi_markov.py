@@ -41,7 +41,7 @@ from typing import Any, Literal, Optional, Sequence
 import torch
 from torch import Tensor
 
-from structssl.semirings import KMax, Semiring
+from structssl.semirings import Semiring
 from structssl.structures.base import Potentials, Structure, positive_int, semiring_sum
 
 __all__ = ["SegmentTags", "SemiMarkov"]
@@ -269,11 +269,6 @@ class SemiMarkov(Structure):
         rows[0, 1:] = False  # (N, C): no previous label at s = 0 but the virtual start
         return ((inside.unsqueeze(3) & rows.view(1, n, 1, c)).unsqueeze(4),)
 
-    @staticmethod
-    def valid_mask(lengths: Tensor, max_length: int) -> Tensor:
-        """(B, N) bool: which positions are within each example's length."""
-        return torch.arange(max_length, device=lengths.device) < lengths.unsqueeze(1)
-
     def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
         """Validate token tags and canonicalise them (see the module docstring).
 
@@ -286,21 +281,8 @@ class SemiMarkov(Structure):
                 longer than ``max_length``.
         """
         codec = self._codec()
-        b = lengths.shape[0]
-        if not isinstance(labels, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor; got {type(labels).__name__}")
-        if labels.dim() != 2 or labels.shape[0] != b:
-            raise ValueError(f"{name} must have shape (B, N) with B = {b}; got {tuple(labels.shape)}")
-        if labels.is_floating_point() or labels.dtype == torch.bool:
-            raise ValueError(f"{name} must have an integer dtype; got {labels.dtype}")
+        labels, valid = self._position_labels(labels, lengths, name)
         n = labels.shape[1]
-        if n < int(lengths.max()):
-            raise ValueError(
-                f"{name} must have at least max(lengths) = {int(lengths.max())} positions; got "
-                f"shape {tuple(labels.shape)}"
-            )
-        valid = self.valid_mask(lengths, n)
-        labels = torch.where(valid, labels.long(), 0)
         if self.validate and labels.numel():
             lo, hi = int(labels.min()), int(labels.max())
             if lo < 0 or hi >= codec.num_tags:
@@ -426,18 +408,10 @@ class SemiMarkov(Structure):
         prev = torch.cat([seg_label.new_zeros(labels.shape[0], 1), seg_label[:, :-1]], dim=1)
         return begins, size, seg_label, prev
 
-    def _labels_lengths(
-        self, labels: Tensor, lengths: Optional[Tensor], name: str = "labels"
-    ) -> tuple[Tensor, Tensor]:
-        if not isinstance(labels, Tensor) or labels.dim() != 2:
-            got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
-            raise ValueError(f"{name} must have shape (B, N); got {got}")
-        lengths = self.check_lengths(lengths, labels.shape[0], labels.shape[1], labels.device)
-        return self.check_labels(labels, lengths, name), lengths
 
     def to_parts(self, labels: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
         """Tags (B, N) to one-hot segment parts (B, N, K, C, C); padding is all zero."""
-        labels, lengths = self._labels_lengths(labels, lengths)
+        labels, lengths = self._position_labels_and_lengths(labels, lengths)
         b, n = labels.shape
         c, k = self.num_segment_labels, self.max_length
         begins, size, seg_label, prev = self._segments_of(labels, lengths)
@@ -488,7 +462,7 @@ class SemiMarkov(Structure):
     def hamming_potentials(self, target: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
         """Token-tag Hamming cost in segment parts (B, N, K, C, C): a segment's cost is the
         number of its tokens whose tag differs from the target's (0 in padding)."""
-        target, lengths = self._labels_lengths(target, lengths, "target")
+        target, lengths = self._position_labels_and_lengths(target, lengths, "target")
         codec = self._codec()
         b, n = target.shape
         k, c = self.max_length, codec.num_labels
@@ -520,7 +494,7 @@ class SemiMarkov(Structure):
     # ------------------------------------------------------------------ BIO conversions
     def segments(self, labels: Tensor, lengths: Optional[Tensor] = None) -> list[list[tuple[int, int, str]]]:
         """The segments of tags as ``(start, end_exclusive, label name)`` per example."""
-        labels, lengths = self._labels_lengths(labels, lengths)
+        labels, lengths = self._position_labels_and_lengths(labels, lengths)
         begins, size, seg_label, _ = self._segments_of(labels, lengths)
         names = self._codec().labels
         out: list[list[tuple[int, int, str]]] = []
