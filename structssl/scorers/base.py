@@ -208,6 +208,32 @@ def _one_kind(
     return kind, size
 
 
+def adopt_input_size(options: dict, sizes: dict, owner: str) -> list[str]:
+    """Fill a lazily sized scorer's input size from the data's ``sizes`` (``resolve_sizes``).
+
+    ``options`` holds the scorer's ``num_features`` / ``num_words`` / ``input_dim`` (``None``
+    where left out); the data's value of the kind already given (or, with none given, of the
+    first kind the data has) is taken, and a given size that differs is an error naming both.
+
+    Returns:
+        The input kinds now set (at most one; empty when neither side gives one).
+    """
+    input_keys = ("num_features", "num_words", "input_dim")
+    mine = [k for k in input_keys if options[k] is not None]
+    for key in input_keys:
+        value = sizes.get(key)
+        if value is None or (mine and key not in mine):
+            continue
+        if options[key] is not None and options[key] != value:
+            raise ValueError(
+                f"{owner} {key} = {options[key]} does not match the data's {key} = {value} "
+                f"(leave {key} out to take it from the data)"
+            )
+        options[key] = value
+        mine = [key]
+    return mine
+
+
 def check_init_std(init_std: float) -> float:
     """``init_std`` if it is a float >= 0, else a ``ValueError``."""
     if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or not init_std >= 0:

@@ -34,7 +34,14 @@ from typing import Any, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from structssl.scorers.base import LinearInputs, Scorer, check_init_std, check_lengths, init_
+from structssl.scorers.base import (
+    LinearInputs,
+    Scorer,
+    adopt_input_size,
+    check_init_std,
+    check_lengths,
+    init_,
+)
 from structssl.structures.base import positive_int
 from structssl.structures.linear_chain import ChainPotentials, LinearChain
 
@@ -196,19 +203,7 @@ class LinearChainScorer(Scorer):
                     f"num_labels = {given} (leave num_labels out to take it from the data)"
                 )
             self.num_labels = positive_int(given, "num_labels")
-        input_keys = ("num_features", "num_words", "input_dim")
-        mine = [k for k in input_keys if o[k] is not None]
-        for key in input_keys:
-            value = sizes.get(key)
-            if value is None or (mine and key not in mine):
-                continue
-            if o[key] is not None and o[key] != value:
-                raise ValueError(
-                    f"LinearChainScorer {key} = {o[key]} does not match the data's {key} = "
-                    f"{value} (leave {key} out to take it from the data)"
-                )
-            o[key] = value
-            mine = [key]
+        mine = adopt_input_size(o, sizes, "LinearChainScorer")
         if self.emission is None:
             if not self.num_labels or not mine:
                 raise ValueError(

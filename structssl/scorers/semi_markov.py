@@ -28,7 +28,14 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import Tensor, nn
 
-from structssl.scorers.base import LinearInputs, Scorer, check_init_std, check_lengths, init_
+from structssl.scorers.base import (
+    LinearInputs,
+    Scorer,
+    adopt_input_size,
+    check_init_std,
+    check_lengths,
+    init_,
+)
 from structssl.structures.base import positive_int
 from structssl.structures.semi_markov import SegmentTags
 
@@ -127,19 +134,7 @@ class SemiMarkovScorer(Scorer):
                 )
             if self.codec is None:
                 self.codec = SegmentTags(tags)
-        input_keys = ("num_features", "num_words", "input_dim")
-        mine = [k for k in input_keys if o[k] is not None]
-        for key in input_keys:
-            value = sizes.get(key)
-            if value is None or (mine and key not in mine):
-                continue
-            if o[key] is not None and o[key] != value:
-                raise ValueError(
-                    f"SemiMarkovScorer {key} = {o[key]} does not match the data's {key} = {value} "
-                    f"(leave {key} out to take it from the data)"
-                )
-            o[key] = value
-            mine = [key]
+        mine = adopt_input_size(o, sizes, "SemiMarkovScorer")
         if self.emission is None:
             if self.codec is None or not mine:
                 raise ValueError(
