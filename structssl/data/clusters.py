@@ -113,10 +113,6 @@ class WordClusters:
         fitted = f", words={len(self._ids)}" if self._ids is not None else ""
         return f"WordClusters(sizes={self.sizes}, min_count={self.min_count}{fitted})"
 
-    @property
-    def fitted(self) -> bool:
-        return self._ids is not None
-
     def __len__(self) -> int:
         """The number of words that have cluster ids."""
         if self._ids is None:
@@ -168,8 +164,7 @@ class WordClusters:
         counts_m = sp.coo_matrix(
             (np.ones(len(rows)), (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))),
             shape=shape,
-        ).tocsr()
-        counts_m.sum_duplicates()
+        ).tocsr()  # sums repeated (word, context) entries
         m = counts_m.tocoo()
         total = float(m.data.sum())
         p_word = np.asarray(counts_m.sum(axis=1)).ravel() / total
