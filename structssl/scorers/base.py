@@ -23,15 +23,19 @@ argument           input                       map
 
 plus an optional ``bias`` (out,): the weight of a constant feature. ``W`` is one parameter
 ``weight`` (rows, out). The sparse map is :func:`sparse_feature_sum`, a custom autograd function
-that reads only the *active* feature slots (non-zero indices): its forward is one
-``embedding_bag(mode="sum")`` over the active indices with per-item offsets, and its weight
-gradient is one ``index_add`` of the output gradient rows into a zero (rows, out) tensor, so
-both cost O(#active feature slots * out) plus one pass over the index tensor to find the
-active slots; no sort over the vocabulary (``embedding_bag``'s dense backward sorts every slot,
-measured 46 % of a CRF evaluation on CoNLL-2002 Spanish). The padding row 0 gets exactly zero
-gradient and, never read, stays whatever it is (0 after :meth:`LinearInputs.reset_parameters`).
-It equals ``nn.EmbeddingBag(num_features, out, mode="sum", padding_idx=0)``. Time O(#inputs *
-out) per call (sparse: O(#active feature slots * out)), memory O(#rows * out) for the weights;
+over the *active* feature slots (non-zero indices) of the (items x features) binary matrix in
+CSR form (:class:`SparseLayout`): its forward is one ``embedding_bag(mode="sum")`` of the weight
+rows over each item's slots, and its weight gradient one ``embedding_bag`` of the output
+gradient rows over each feature's items, the transposed CSR, copied into the rows of the active
+features; both cost O(#active feature slots * out). The layout and its transpose (one sort of
+the active slots) are built once per index tensor and cached while the tensor lives
+(:func:`sparse_layout`), so the chunks of a full batch that L-BFGS evaluates 20+ times per step
+pay them once (``embedding_bag``'s own dense backward sorts every slot on every call, measured
+46 % of a CRF evaluation on CoNLL-2002 Spanish; the ``index_add`` of the gradient rows that came next, 30 %). The
+padding row 0 gets exactly zero gradient and, never read, stays whatever it is (0 after
+:meth:`LinearInputs.reset_parameters`). It equals ``nn.EmbeddingBag(num_features, out,
+mode="sum", padding_idx=0)``. Time O(#inputs * out) per call (sparse: O(#active feature slots *
+out)), memory O(#rows * out) for the weights and O(#active feature slots) for a cached layout;
 the gradient of ``W`` is dense.
 
 The regulariser: :func:`weight_norm_squared` returns ``||w||^2``, the sum of squares of **every
@@ -45,15 +49,20 @@ never trained, so it adds nothing.
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from structssl.structures.base import positive_int
 
-__all__ = ["Scorer", "LinearInputs", "weight_norm_squared", "check_lengths", "sparse_feature_sum"]
+__all__ = [
+    "Scorer", "LinearInputs", "weight_norm_squared", "check_lengths", "sparse_feature_sum",
+    "SparseLayout", "sparse_layout",
+]
 
 
 def weight_norm_squared(module: nn.Module, include_bias: bool = True) -> Tensor:
@@ -76,54 +85,118 @@ def weight_norm_squared(module: nn.Module, include_bias: bool = True) -> Tensor:
     return torch.zeros(()) if total is None else total
 
 
+class SparseLayout:
+    """The active slots of a (*lead, F) feature-index tensor as the two CSR matrices of the
+    sparse map: items x features (the forward) and its transpose features x items (the weight
+    gradient). Built by :func:`sparse_layout`, which caches it per index tensor.
+
+    Attributes:
+        num_items: M, the number of items (bags), the product of ``lead``.
+        index: (A,) the active feature ids, item by item (row-major); int32 where they fit.
+        offsets: (M,) the start of each item's slots in ``index`` (same dtype).
+
+    The transpose (:meth:`transpose`) is built on first use and kept: the distinct active
+    features ``features`` (U,) long, ascending, ``feature_items`` (A,) the item of every slot
+    sorted by feature (ascending item within a feature) and ``feature_offsets`` (U,) the start
+    of each feature's items. Building costs one sort of the A slots; every use after that is a
+    gather-sum of O(A * out).
+    """
+
+    __slots__ = ("num_items", "index", "offsets", "_counts", "_transpose")
+
+    def __init__(self, indices: Tensor) -> None:
+        self.num_items = math.prod(indices.shape[:-1])
+        flat = indices.reshape(self.num_items, indices.shape[-1])  # (M, F)
+        active = flat != 0
+        counts = active.sum(1)  # (M,)
+        small = flat.numel() < 2**31 and (flat.numel() == 0 or int(flat.max()) < 2**31)
+        dtype = torch.int32 if small else torch.long
+        self.index = flat[active].to(dtype)  # (A,)
+        self.offsets = (torch.cumsum(counts, 0) - counts).to(dtype)  # (M,)
+        self._counts = counts
+        self._transpose: Optional[tuple[Tensor, Tensor, Tensor]] = None
+
+    def transpose(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(features (U,), feature_items (A,), feature_offsets (U,))`` (see the class)."""
+        if self._transpose is None:
+            order = torch.sort(self.index, stable=True)  # ascending feature, then item
+            features, per_feature = torch.unique_consecutive(order.values, return_counts=True)
+            items = torch.arange(self.num_items, device=self.index.device, dtype=self.index.dtype)
+            bag = torch.repeat_interleave(items, self._counts)  # (A,) the item of each slot
+            feature_items = bag[order.indices]
+            feature_offsets = (torch.cumsum(per_feature, 0) - per_feature).to(self.index.dtype)
+            self._transpose = (features.long(), feature_items, feature_offsets)
+        return self._transpose
+
+
+#: layouts of the index tensors seen, held while the tensor lives (a full batch's chunks are
+#: evaluated many times per L-BFGS step): tensor -> ((version, data_ptr, shape, stride), layout)
+_LAYOUTS: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
+
+
+def sparse_layout(indices: Tensor) -> SparseLayout:
+    """The :class:`SparseLayout` of ``indices`` (*lead, F) long, built once per tensor.
+
+    Cached while ``indices`` lives and is unchanged (its version counter, storage, shape and
+    strides are compared, so an in-place change or a new tensor builds a new layout);
+    inference tensors (no version counter) are not cached.
+    """
+    if indices.is_inference():
+        return SparseLayout(indices)
+    stamp = (indices._version, indices.data_ptr(), tuple(indices.shape), indices.stride())
+    hit = _LAYOUTS.get(indices)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    layout = SparseLayout(indices)
+    _LAYOUTS[indices] = (stamp, layout)
+    return layout
+
+
 class _SparseFeatureSum(torch.autograd.Function):
-    """``out[m] = sum_{a in bag m} weight[index[a]]`` over active slots only (see
-    :func:`sparse_feature_sum`). Inputs are already compacted: ``index`` (A,) the active
-    feature ids, ``offsets`` (M,) the start of each item's bag in ``index``, ``bag`` (A,) the
-    item of each active slot."""
+    """``out[m] = sum_{a in bag m} weight[index[a]]`` over the active slots of a
+    :class:`SparseLayout` (see :func:`sparse_feature_sum`)."""
 
     generate_vmap_rule = True  # backward is out-of-place torch ops (is_grads_batched works)
 
     @staticmethod
-    def forward(weight: Tensor, index: Tensor, offsets: Tensor, bag: Tensor) -> Tensor:
-        m = offsets.shape[0]
-        if index.numel() == 0:
-            return weight.new_zeros(m, weight.shape[1])
-        return F.embedding_bag(index, weight, offsets, mode="sum")
+    def forward(weight: Tensor, layout: SparseLayout) -> Tensor:
+        if layout.index.numel() == 0:
+            return weight.new_zeros(layout.num_items, weight.shape[1])
+        return F.embedding_bag(layout.index, weight, layout.offsets, mode="sum")
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:  # type: ignore[no-untyped-def]
-        weight, index, _, bag = inputs
-        ctx.save_for_backward(index, bag)
+        weight, layout = inputs
+        ctx.layout = layout
         ctx.rows = weight.shape[0]
 
     @staticmethod
     def backward(ctx, grad_out: Tensor):  # type: ignore[no-untyped-def]
-        index, bag = ctx.saved_tensors
         grad_weight = None
         if ctx.needs_input_grad[0]:
-            zero = grad_out.new_zeros(ctx.rows, grad_out.shape[-1])
-            grad_weight = zero.index_add(0, index, grad_out.index_select(0, bag))
-        return grad_weight, None, None, None
+            grad_weight = grad_out.new_zeros(ctx.rows, grad_out.shape[-1])
+            if ctx.layout.index.numel():
+                # the transposed CSR: per active feature, the sum of its items' output gradients
+                features, items, offsets = ctx.layout.transpose()
+                sums = F.embedding_bag(items, grad_out, offsets, mode="sum")  # (U, out)
+                grad_weight = grad_weight.index_copy(0, features, sums)
+        return grad_weight, None
 
 
 def sparse_feature_sum(indices: Tensor, weight: Tensor) -> Tensor:
     """Sum of the rows of ``weight`` named by each item's non-zero feature indices.
 
-    Equals ``F.embedding_bag(indices, weight, mode="sum", padding_idx=0)``; its forward and
-    weight gradient cost O(#non-zero indices * out): padding slots (index 0) are dropped before
-    the sum, get no gradient, and row 0 of the gradient is exactly zero.
+    Equals ``F.embedding_bag(indices, weight, mode="sum", padding_idx=0)`` per item; its
+    forward and weight gradient cost O(#non-zero indices * out): padding slots (index 0) are
+    dropped, get no gradient, and row 0 of the gradient is exactly zero. The active slots and
+    their transpose (:func:`sparse_layout`) are found once per index tensor, so evaluating the
+    same batch again (a full-batch L-BFGS step) costs one gather-sum forward and one backward.
 
     Shape:
-        indices: (M, F) long, 0 = padding; weight: (rows, out) -> (M, out).
+        indices: (*lead, F) long, 0 = padding; weight: (rows, out) -> (*lead, out).
     """
-    m, width = indices.shape
-    active = indices != 0  # (M, F)
-    index = indices[active]  # (A,) row-major: the slots of item 0, then item 1, ...
-    counts = active.sum(1)  # (M,)
-    offsets = torch.cumsum(counts, 0) - counts  # (M,) start of each bag
-    bag = torch.repeat_interleave(torch.arange(m, device=indices.device), counts)  # (A,)
-    return _SparseFeatureSum.apply(weight, index, offsets, bag)
+    out = _SparseFeatureSum.apply(weight, sparse_layout(indices))  # (M, out)
+    return out.view(*indices.shape[:-1], weight.shape[1])
 
 
 class Scorer(nn.Module):
@@ -360,12 +433,7 @@ class LinearInputs(nn.Module):
         """
         lead = inputs.shape[: inputs.dim() - self.input_ndim]
         if self.kind == "num_features":
-            width = inputs.shape[-1]
-            if width == 0 or inputs.numel() == 0:  # no feature anywhere (an empty view)
-                out = self.weight.new_zeros(*lead, self.out_features)
-            else:
-                flat = inputs.reshape(-1, width)  # (M, F): one bag per item
-                out = sparse_feature_sum(flat, self.weight).view(*lead, self.out_features)
+            out = sparse_feature_sum(inputs, self.weight)  # (*lead, out)
         elif self.kind == "num_words":
             out = F.embedding(inputs, self.weight)  # (*lead, out)
         else:
