@@ -77,9 +77,8 @@ def test_transpose_is_the_csr_of_the_transposed_matrix() -> None:
     for u, f in enumerate(features.tolist()):
         got = items[offsets[u] : ends[u]].tolist()
         assert got == sorted(got)  # ascending item within a feature
-        assert torch.bincount(torch.tensor(got, dtype=torch.long), minlength=flat.shape[0]).tolist() == (
-            dense[:, f].tolist()
-        )
+        counts = torch.bincount(torch.tensor(got, dtype=torch.long), minlength=flat.shape[0])
+        assert counts.tolist() == dense[:, f].tolist()
 
 
 def test_layout_is_cached_per_tensor_and_rebuilt_after_a_change() -> None:

@@ -31,12 +31,12 @@ features; both cost O(#active feature slots * out). The layout and its transpose
 the active slots) are built once per index tensor and cached while the tensor lives
 (:func:`sparse_layout`), so the chunks of a full batch that L-BFGS evaluates 20+ times per step
 pay them once (``embedding_bag``'s own dense backward sorts every slot on every call, measured
-46 % of a CRF evaluation on CoNLL-2002 Spanish; the ``index_add`` of the gradient rows that came next, 30 %). The
-padding row 0 gets exactly zero gradient and, never read, stays whatever it is (0 after
-:meth:`LinearInputs.reset_parameters`). It equals ``nn.EmbeddingBag(num_features, out,
-mode="sum", padding_idx=0)``. Time O(#inputs * out) per call (sparse: O(#active feature slots *
-out)), memory O(#rows * out) for the weights and O(#active feature slots) for a cached layout;
-the gradient of ``W`` is dense.
+46 % of a CRF evaluation on CoNLL-2002 Spanish; the ``index_add`` of the gradient rows that
+came next, 30 %). The padding row 0 gets exactly zero gradient and, never read, stays whatever
+it is (0 after :meth:`LinearInputs.reset_parameters`). It equals ``nn.EmbeddingBag(num_features,
+out, mode="sum", padding_idx=0)``. Time O(#inputs * out) per call (sparse: O(#active feature
+slots * out)), memory O(#rows * out) for the weights and O(#active feature slots) for a cached
+layout; the gradient of ``W`` is dense.
 
 The regulariser: :func:`weight_norm_squared` returns ``||w||^2``, the sum of squares of **every
 parameter** of a module (the whole ``w`` of ``<w, Psi(x, y)>``: feature weights, transition,
