@@ -42,6 +42,19 @@ __all__ = ["Tagger", "TaggedSentence", "load_model"]
 PathLike = Union[str, Path]
 
 
+def _label_marginals(structure: Any, potentials: Any, lengths: torch.Tensor) -> torch.Tensor:
+    """Per-position label marginals (B, N, C) of a tagging structure's potentials: the node
+    marginals of factored chain potentials (:class:`~structssl.structures.ChainPotentials`),
+    else ``structure.node_parts`` of the part marginals (edge-layout chains, semi-Markov
+    chains)."""
+    from structssl.structures import ChainPotentials
+
+    parts = structure.marginals(potentials, lengths)  # detached inputs, no graph kept
+    if isinstance(parts, ChainPotentials):
+        return parts.emissions
+    return structure.node_parts(parts)
+
+
 def load_model(path: PathLike, map_location: str = "cpu") -> Any:
     """The trained procedure (a ``LightningModule``) of a checkpoint or a run directory.
 
@@ -195,9 +208,8 @@ class Tagger:
                     alternatives = (alt_labels[:, 1:], torch.isfinite(alt_scores[:, 1:]))
             probs = None
             if confidence:
-                parts = structure.marginals(potentials.detach(), lengths)
-                node = structure.node_parts(parts)  # (B, N, C): chains, semi-Markov chains
-                probs = node.gather(2, labels.unsqueeze(2)).squeeze(2)
+                probs = _label_marginals(structure, potentials, lengths)
+                probs = probs.gather(2, labels.unsqueeze(2)).squeeze(2)
             for row, i in enumerate(ids):
                 n = int(lengths[row])
                 tags = self.format.decode(labels[row, :n].tolist())
