@@ -192,35 +192,44 @@ def exp_space_exact(potentials: ChainPotentials, plan: Plan, emissions_tm: Tenso
 
     Emissions, transitions and end potentials are rescaled to a maximum of 1 (per position,
     per matrix) and the forward and backward vectors normalised to sum 1 at every step. With
-    ``R_T`` the range (max - min) of the transitions, ``R_u`` the largest range over labels of
-    the emissions at a valid position and ``R_e`` that of the end potentials, and every
-    potential finite, each new entry is a sum whose largest term alone is at least
-    ``exp(-(R_T + R_u)) / C`` (``alpha_t[j] - max(alpha_t) >= -(R_T + R_u) - 2 log C``, at any
-    length; the same for beta), and the marginals are products of two such entries. The check
-    ``2 (R_T + R_u + R_e) + 4 log C + 4 < -log(tiny)`` keeps all of these normal numbers, so
-    every product and sum of these non-negative numbers carries only relative rounding error,
-    and a term that underflows (from tiny first-step weights, e.g. a very negative start) is
-    below ``tiny`` next to a sum that is not: the result equals the log-space recursion up to
-    rounding. Infinite potentials (``-inf`` masks) or a larger range fail the check and take
-    the log-space path.
+    ``R_T`` the range (max - min) of the transitions and ``R_e`` that of the end potentials,
+    and every potential finite, every sum of the recursions keeps a normal term: the emission
+    factor of the best label is 1; the forward vector (sum 1) times the transition weights
+    (in ``[exp(-R_T), 1]``) is at least ``exp(-R_T)`` everywhere; the backward vector's
+    entries differ by at most the factor ``exp(R_T)`` (``exp(R_e)`` at the last position), so
+    each is at least ``exp(-max(R_T, R_e)) / C``. Hence each forward sum is at least
+    ``exp(-R_T)``, each backward sum ``exp(-R_T - max(R_T, R_e)) / C`` and each marginal
+    normaliser ``exp(-max(R_T, R_e)) / C^2``, at any length and whatever the
+    emissions' range. The check ``2 (2 R_T + R_e) + 4 log C + 4 < -log(tiny)`` keeps all of
+    these above ``sqrt(tiny) e^2``; emission factors below ``tiny`` (labels more than about 87
+    nats (float32) or 708 (float64) below the best one at their position) underflow to 0, which
+    changes each sum by less than ``C tiny``, a relative ``sqrt(tiny)``, far below rounding. So
+    log Z equals the log-space recursion up to rounding, and the marginals too, except those
+    of such labels, which are at most ``C^2 exp(2 R_T + R_e) tiny < sqrt(tiny)`` and come out
+    0 (or denormal) instead. A trained CRF thus stays on this path (CoNLL-2002 Spanish after
+    100 L-BFGS iterations: emissions spanning 20-24 nats at a position, transitions 15; a
+    bound with the emission range in it sent 13 of its 16 chunks to the float32 log-space
+    loop, 2.5x slower per evaluation and with a gradient about 500 times further from
+    float64's, gold counts minus expected counts cancelling near the optimum). Infinite
+    potentials (``-inf`` masks) or larger transition / end ranges fail the check and take the
+    log-space path.
     """
     dtype = emissions_tm.dtype
 
     def spread(x: Tensor, dims: tuple[int, ...]) -> Tensor:
         return (x.amax(dim=dims) - x.amin(dim=dims)).max().to(dtype)
 
-    # one synchronisation: finiteness (sums) and the three ranges
+    # one synchronisation: finiteness (sums) and the two ranges
     stats = torch.stack([
         emissions_tm.sum(), potentials.transitions.sum().to(dtype), potentials.end.sum().to(dtype),
         potentials.start.sum().to(dtype), spread(potentials.transitions, (1, 2)),
-        spread(emissions_tm, (2,)), spread(potentials.end, (1,)),
+        spread(potentials.end, (1,)),
     ]).tolist()
     if not all(math.isfinite(v) for v in stats):
         return False
     c = emissions_tm.shape[-1]
-    total = stats[4] + stats[5] + stats[6]
     floor = -math.log(torch.finfo(dtype).tiny)  # about 87 (float32), 708 (float64)
-    return 2.0 * total + 4.0 * math.log(c) + 4.0 < floor
+    return 2.0 * (2.0 * stats[4] + stats[5]) + 4.0 * math.log(c) + 4.0 < floor
 
 
 class _Forward(NamedTuple):
