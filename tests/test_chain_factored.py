@@ -105,7 +105,9 @@ def test_same_results_as_the_edge_layout(shared: bool) -> None:
     kb, kb_scores = chain.kbest(pot, 6, lengths)
     kb_e, kb_scores_e = chain.kbest(edges, 6, lengths)
     torch.testing.assert_close(kb_scores, kb_scores_e)
-    assert torch.equal(kb, kb_e)  # no ties in random float64 potentials
+    real = torch.isfinite(kb_scores)  # missing ranks (example 2 has 4 structures) have arbitrary labels
+    assert torch.equal(kb[real], kb_e[real])  # no ties in random float64 potentials
+    assert not real.all()
     target = labels.flip(1) % c
     target = torch.where(chain.valid_mask(lengths, n), target, 0)
     for cost in ("hamming", "zero_one"):
@@ -345,3 +347,56 @@ def test_large_batch_decoders_match_edges(shared: bool, masked: bool, c: int) ->
     real = torch.isfinite(kb_scores)
     assert torch.equal(kb[real], kb_e[real])
     torch.testing.assert_close(chain.log_partition(pot, lengths), chain.log_partition(edges, lengths))
+
+
+def _distinct_paths(labels: torch.Tensor, real: torch.Tensor) -> bool:
+    """Whether every example's finite-score ranks hold distinct label sequences."""
+    same = (labels.unsqueeze(1) == labels.unsqueeze(2)).all(-1)  # (B, k, k)
+    pair_real = real.unsqueeze(1) & real.unsqueeze(2)
+    off_diagonal = ~torch.eye(labels.shape[1], dtype=torch.bool)
+    return not (same & pair_real & off_diagonal).any()
+
+
+@pytest.mark.parametrize("dtype,scale", [(D, 0.0), (D, 1e-3), (D, 1e4), (D, 1e250), (torch.float32, 0.0),
+                                         (torch.float32, 1.0), (torch.float32, 1e30)])
+def test_kbest_merge_path_ties_scales_and_dtypes(dtype: torch.dtype, scale: float) -> None:
+    """The key-merge k-best (large batches): integer potentials with many exact ties (scale 0:
+    values in {-1, 0, 1}), tiny and huge scales, float32 inputs (the recursion runs in float64),
+    -inf masks; the same scores as the edge layout, distinct paths, scores sorted."""
+    b, n, c, k = 700, 7, 3, 6
+    g = torch.Generator().manual_seed(11)
+    lengths = torch.randint(1, n + 1, (b,), generator=g)
+    if scale == 0.0:
+        factors = [torch.randint(-1, 2, s, generator=g).to(dtype) for s in ((b, n, c), (c, c), (c,), (b, c))]
+    else:
+        factors = [x.to(dtype) for x in _factors(b, n, c, scale=scale, seed=3)]
+    chain = LinearChain(c)
+    pot = chain.constrain(ChainPotentials.from_factors(*factors), lengths,
+                          allowed_transitions=torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 1]], dtype=torch.bool))
+    labels, scores = chain.kbest(pot, k, lengths)
+    # reference: the float64 edge layout (float32 inputs: its float32 recursion rounds, and at
+    # scale 1e30 path scores cancel, so the bound is absolute, in units of the largest term)
+    pot64 = ChainPotentials(*[x.double() for x in pot])
+    _, scores_e = chain.kbest(chain.edge_potentials(pot64, lengths), k, lengths)
+    if scale == 0.0:
+        assert torch.equal(scores.double(), scores_e)
+    else:
+        term = max(float(x[torch.isfinite(x)].abs().max()) for x in pot)
+        atol = 4 * (2 * n + 1) * torch.finfo(dtype).eps * term
+        torch.testing.assert_close(scores.double(), scores_e, rtol=0, atol=atol)
+    real = torch.isfinite(scores)
+    assert torch.equal(real, torch.isfinite(scores_e)) and not real.all()
+    assert _distinct_paths(labels, real)
+    assert (scores[:, :-1] >= scores[:, 1:]).all()
+    # every returned path is a valid labelling (no padded position set) with its score
+    assert not labels.masked_fill(chain.valid_mask(lengths, n).unsqueeze(1), 0).any()
+
+
+def test_kbest_rejects_float64_magnitudes_beyond_its_sentinel() -> None:
+    chain = LinearChain(3)
+    emissions = torch.zeros(2, 4, 3, dtype=D)
+    emissions[1, 2, 0] = 1e305  # 1e300 is fine at N = 4
+    with pytest.raises(ValueError, match=r"kbest on factored chain potentials needs finite potentials of "
+                                         r"magnitude below .* for N = 4; got 1e\+305"):
+        chain.kbest(ChainPotentials.from_factors(emissions), 2)
+    chain.argmax(ChainPotentials.from_factors(emissions))  # the other decoders take any finite value
