@@ -176,7 +176,7 @@ def bench_chains(sizes: list[tuple[int, int, int]], device: torch.device, repeat
         ref_labels = loop_viterbi(*inputs)
         for task, fns in methods.items():
             for method, fn in fns.items():
-                if task in ("logZ", "viterbi"):
+                if task in ("logZ", "viterbi") or (task == "kbest5" and method.startswith("structssl")):
                     _check(task, method, fn, inputs, reference, ref_labels)
                 slow = (task, method) in SLOW
                 if not (grid and task == "logZ"):
@@ -213,6 +213,20 @@ def _check(task: str, method: str, fn: Callable[..., Any], inputs: list[torch.Te
             tol = 4 * n * torch.finfo(inputs[0].dtype).eps * want.abs().clamp(min=1.0)
             if bool((got < want - tol).any()):
                 raise AssertionError(f"{method} Viterbi paths score below the reference loop's")
+    elif task == "kbest5":
+        # distinct paths, rank 0 as good as the reference Viterbi path, float64 scores sorted
+        # (up to float32 near-ties)
+        labels = torch.as_tensor(out, device=ref_labels.device)  # (B, k, T)
+        b, k, n = labels.shape
+        double = [x.double() for x in inputs]
+        scores = _path_score([double[0].repeat_interleave(k, 0), *double[1:]], labels.flatten(0, 1)).view(b, k)
+        want = _path_score(double, ref_labels)
+        tol = 4 * n * torch.finfo(inputs[0].dtype).eps * want.abs().clamp(min=1.0)
+        same = (labels.unsqueeze(1) == labels.unsqueeze(2)).all(-1) & ~torch.eye(k, dtype=torch.bool)
+        if bool(same.any()):
+            raise AssertionError(f"{method} k-best paths are not distinct")
+        if bool((scores[:, 0] < want - tol).any()) or bool((scores[:, 1:] > scores[:, :-1] + tol.unsqueeze(1)).any()):
+            raise AssertionError(f"{method} k-best scores are not the best, or not sorted")
 
 
 def median_wall_cpu_ms(fn: Callable[[], Any], device: torch.device, repeats: int, warmup: int = 2

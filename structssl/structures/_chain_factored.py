@@ -506,7 +506,6 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     index = torch.arange(1, c * width + 1, device=dev).view(c, width, 1, 1)[:, :k]
     f64 = torch.float64
     # buffers made once (fresh allocations of this size per step cost more than the work)
-    heads_buf = torch.empty(c, c, b, dtype=f64, device=dev)  # (C_prev, C_next, B) list heads
     best_bufs = [torch.empty(k, 1, c, b, dtype=f64, device=dev) for _ in range(2)]
     # per step t >= 1, (C_next, width, B): [j, r + 1] the key index of the r-th best prefix into
     # label j, the numbering of the keys themselves (backtracking needs no decoding)
@@ -519,12 +518,12 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     steps_u, steps_pointers = ut.unbind(0), pointers.unbind(0)
     for t in range(1, n):
         m = sizes[t]
-        keys, codes, best, heads, trans_t, u_t = buf, steps_pointers[t - 1], best_bufs[t % 2], heads_buf, outer, steps_u[t]
+        keys, codes, best, trans_t, u_t = buf, steps_pointers[t - 1], best_bufs[t % 2], outer, steps_u[t]
         if m < b:  # the examples still running
             if m < alpha.shape[2]:
                 finals.append(alpha[:, :, m:].clone())
                 alpha = alpha[:, :, :m]
-            keys, codes, best, heads, u_t = keys[..., :m], codes[..., :m], best[..., :m], heads[..., :m], u_t[:, :m]
+            keys, codes, best, u_t = keys[..., :m], codes[..., :m], best[..., :m], u_t[:, :m]
             trans_t = outer if shared else outer[..., :m]
         real = keys[:, :k]
         flat = keys.view(c * width, c, m)
@@ -537,7 +536,8 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
             torch.add(arg.permute(2, 0, 1), 1, out=codes[:, 1 : k + 1].transpose(0, 1))
         else:
             real.view(torch.int64).bitwise_and_(~low).bitwise_or_(index)
-            heads.copy_(keys[:, 0])  # (C_prev, C_next, m)
+            # (C_prev, C_next, m) list heads, in place: rank 0 is never gathered
+            heads = keys[:, 0]
             # per-round (1, C_next, m) views, made once per step
             tops, top_bits = best.unbind(0), best.view(torch.int64).unbind(0)
             slots = codes.transpose(0, 1).unsqueeze(1).unbind(0)
