@@ -244,6 +244,49 @@ def test_chunked_full_batch_equals_one_batch(tmp_path: Path) -> None:
         torch.testing.assert_close(p.grad, g)
 
 
+def test_chunked_transductive_objective_equals_one_batch(tmp_path: Path) -> None:
+    """nabla-TSVM's objective evaluated on length chunks of the labeled and the unlabeled
+    sentences (e.g. a 1,000-token table in the untagged file pads one chunk, not the whole
+    unlabeled batch) has the value and gradient of the two padded batches."""
+    from structssl.data import length_chunks
+    from structssl.losses import NablaTSVMLoss
+    from structssl.scorers import LinearChainScorer
+    from structssl.structures import LinearChain
+    from structssl.training import TransductiveModule
+
+    rng = random.Random(4)
+    sentences = [_sentence(rng) for _ in range(50)]
+    _write(tmp_path / "t.conll", sentences[:20])
+    _write(tmp_path / "u.txt", sentences[20:], tags=False)
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         unlabeled_file=str(tmp_path / "u.txt"))
+    dm.setup()
+    torch.manual_seed(0)
+    model = TransductiveModule(LinearChain(), LinearChainScorer(init_std=0.3), Cu=0.7,
+                               unlabeled_loss=NablaTSVMLoss(), num_labeled=20, num_unlabeled=30)
+    model.adopt_sizes(dm.model_sizes())
+    model.double()
+    assert model.supports_chunks
+    model.manual_backward = lambda loss: loss.backward()  # type: ignore[method-assign]
+    labeled, unlabeled = dm.splits["labeled"], dm.splits["unlabeled"]
+    whole = model.backward_objective({"labeled": dm.collate(labeled),
+                                      "unlabeled": dm.collate(unlabeled)})
+    assert whole.unlabeled_loss.item() > 0
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    chunks = {name: [dm.collate(c) for c in length_chunks(part, 40)]
+              for name, part in (("labeled", labeled), ("unlabeled", unlabeled))}
+    assert len(chunks["unlabeled"]) > 3
+    parts = model.backward_objective(chunks)
+    torch.testing.assert_close(parts.objective, whole.objective.detach())
+    torch.testing.assert_close(parts.unlabeled_loss, whole.unlabeled_loss.detach())
+    for p, g in zip(model.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+    # the balance penalty is not additive over examples: no chunks then
+    assert not TransductiveModule(LinearChain(), LinearChainScorer(),
+                                  balance_weight=1.0).supports_chunks
+
+
 # ------------------------------------------------------------------------------ end to end
 def test_fit_writes_fixed_name_checkpoints(run_dir: Path) -> None:
     assert (run_dir / "checkpoints" / "best.ckpt").is_file()
@@ -348,6 +391,39 @@ def test_unlabeled_file_feeds_a_semi_supervised_procedure(corpus: dict[str, Any]
     model = load_model(out)
     assert type(model).__name__ == "TransductiveModule"
     assert torch.isfinite(model.scorer.emission.weight).all()
+
+
+def test_transductive_full_batch_trains_on_chunks(corpus: dict[str, Any]) -> None:
+    """nabla-TSVM with full batches on both sides gets the labeled and the unlabeled sentences
+    as length chunks (``max_chunk_positions``) and trains on the unlabeled term."""
+    from structssl.data.modules.conll import CoNLLDataModule as Module
+    from structssl.training import TransductiveModule
+
+    root = corpus["root"]
+    seen: list[tuple[int, int]] = []
+    scored: list[int] = []
+    loader_of, term_of = Module.train_dataloader, TransductiveModule.unlabeled_term
+
+    def loader_spy(self: Module) -> Any:
+        loader = loader_of(self)
+        batch = next(iter(loader))[0]
+        seen.append((len(batch["labeled"]), len(batch["unlabeled"])))
+        return loader
+
+    def term_spy(self: TransductiveModule, batch: Any) -> Any:
+        scored.append(int(batch["inputs"].shape[0]))
+        return term_of(self, batch)
+
+    with mock.patch.object(Module, "train_dataloader", loader_spy), \
+            mock.patch.object(TransductiveModule, "unlabeled_term", term_spy):
+        _fit(
+            root, "ssl_chunks", f"--data.unlabeled_file={root / 'UNLABELED.txt'}",
+            "--model.class_path=structssl.training.TransductiveModule",
+            "--data.max_chunk_positions=60", "--trainer.max_epochs=2",
+        )
+    assert seen and all(n_l > 1 and n_u > 1 for n_l, n_u in seen)  # lists of chunks
+    # every evaluation after the warm start scores all 30 untagged sentences, chunk by chunk
+    assert max(scored) < 30 and sum(scored) % 30 == 0 and sum(scored) // 30 >= 2
 
 
 def test_label_switching_runs_on_tagging_data(corpus: dict[str, Any], tmp_path: Path) -> None:

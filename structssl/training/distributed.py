@@ -141,8 +141,8 @@ def set_shard_shares(module: Any, batch: Any) -> None:
         return
     labeled, unlabeled = module._split(batch)
     chunks = labeled if isinstance(labeled, list) else [labeled]
-    sizes = [sum(int(c["inputs"].shape[0]) for c in chunks)]
-    sizes.append(0 if unlabeled is None else int(unlabeled["inputs"].shape[0]))
+    u_chunks = [] if unlabeled is None else unlabeled if isinstance(unlabeled, list) else [unlabeled]
+    sizes = [sum(int(c["inputs"].shape[0]) for c in part) for part in (chunks, u_chunks)]
     share_l, share_u = shard_shares(sizes, chunks[0]["inputs"].device)
     module._shard_shares = (share_l, share_u)
 

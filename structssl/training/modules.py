@@ -54,7 +54,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from typing import Any, ClassVar, Literal, NamedTuple, Optional, Sequence
+from typing import Any, Callable, ClassVar, Literal, NamedTuple, Optional, Sequence
 
 import pytorch_lightning as pl
 import torch
@@ -509,40 +509,59 @@ class StructuredModule(pl.LightningModule):
 
     def labeled_term(self, batch: Batch) -> Tensor:
         """``mean_i l_i`` over a labeled batch, for procedures whose objective is
-        ``||w||^2 / (2n) + C mean_i l_i`` (they set ``supports_chunks``)."""
+        ``||w||^2 / (2n) + C mean_i l_i [+ C_u (m/n) mean_j u_j]`` (they set
+        ``supports_chunks``)."""
         raise NotImplementedError
 
-    #: whether the procedure evaluates a full batch given as length-bucketed chunks
-    #: (:meth:`labeled_term` defined, no unlabeled term): the data modules then hand it one
-    #: list of chunks per step, and the objective is evaluated chunk by chunk in bounded memory
+    def unlabeled_term(self, batch: Batch) -> Tensor:
+        """``mean_j u_j`` over an unlabeled batch, for procedures with ``supports_chunks`` and
+        an unlabeled term."""
+        raise NotImplementedError
+
+    #: whether the procedure evaluates a full batch given as length-bucketed chunks: its
+    #: objective is additive over examples (:meth:`labeled_term`, and :meth:`unlabeled_term`
+    #: for one with an unlabeled term), so the data modules may hand it one list of chunks per
+    #: split and step, and the objective is evaluated chunk by chunk in bounded memory
     supports_chunks: ClassVar[bool] = False
 
     def backward_objective(self, batch: Batch) -> ObjectiveTerms:
         """Evaluate ``J(w)`` on a training batch and accumulate its gradient (the optimiser's
-        closure). A labeled part given as a list of chunks (see :attr:`supports_chunks`) is
-        evaluated and differentiated chunk by chunk: the same value and gradient as one padded
-        batch, in the memory of the largest chunk."""
+        closure). A labeled or unlabeled part given as a list of chunks (see
+        :attr:`supports_chunks`) is evaluated and differentiated chunk by chunk: the same value
+        and gradient as one padded batch, in the memory of the largest chunk."""
         labeled, unlabeled = self._split(batch)
-        if not isinstance(labeled, list):
+        if not isinstance(labeled, list) and not isinstance(unlabeled, list):
             terms = self.objective_terms(batch)
             self.manual_backward(terms.objective)
             return terms
-        if unlabeled is not None:
-            raise ValueError(f"{type(self).__name__} takes chunked labeled batches without "
-                             "unlabeled ones; got both")
-        n, _ = self.dataset_sizes()
+        n, m = self.dataset_sizes()
         norm = self.weight_norm_squared()
         self.manual_backward(norm / (2 * n))
-        total = sum(int(chunk["inputs"].shape[0]) for chunk in labeled)
-        shard_share = getattr(self, "_shard_shares", (1.0, 1.0))[0]  # as in _combine
-        loss = torch.zeros((), dtype=torch.float64, device=norm.device)
-        for chunk in labeled:
+        share_l, share_u = getattr(self, "_shard_shares", (1.0, 1.0))  # as in _combine
+        loss = self._backward_chunks(labeled, self.labeled_term, self.current("C") * share_l)
+        u_loss: Optional[Tensor] = None
+        if unlabeled is not None and self.current("Cu") > 0:
+            weight = self.current("Cu") * (m / n) * share_u
+            u_loss = self._backward_chunks(unlabeled, self.unlabeled_term, weight)
+        # the values (not differentiated again): the same assembly as the one-batch path
+        return self._combine(
+            norm.detach(), loss.to(norm.dtype), None if u_loss is None else u_loss.to(norm.dtype)
+        )
+
+    def _backward_chunks(
+        self, part: Any, term: Callable[[Batch], Tensor], weight: float
+    ) -> Tensor:
+        """Accumulate the gradient of ``weight * mean term`` over the examples of ``part`` (a
+        batch or a list of chunks), chunk by chunk; the mean's value (float64, detached)."""
+        chunks = part if isinstance(part, list) else [part]
+        total = sum(int(chunk["inputs"].shape[0]) for chunk in chunks)
+        mean = torch.zeros((), dtype=torch.float64, device=chunks[0]["inputs"].device)
+        for chunk in chunks:
             share = int(chunk["inputs"].shape[0]) / total
-            value = self.labeled_term(chunk)
-            self.manual_backward(self.current("C") * shard_share * share * value)
-            loss = loss + share * value.detach().double()
-        # the value (not differentiated again): the same assembly as the one-batch path
-        return self._combine(norm.detach(), loss.to(norm.dtype), None)
+            value = term(chunk)
+            self.manual_backward(weight * share * value)
+            mean = mean + share * value.detach().double()
+        return mean
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         from structssl.training.distributed import reduced_evaluation, set_shard_shares

@@ -199,10 +199,24 @@ class TransductiveModule(SafeguardedModule):
     def losses(self) -> list[nn.Module]:
         return [self.loss, self.unlabeled_loss]
 
+    @property
+    def supports_chunks(self) -> bool:  # type: ignore[override]
+        """Full batches chunk by chunk (labeled and unlabeled; see
+        :attr:`StructuredModule.supports_chunks`), unless the label-balance penalty, which is
+        not additive over examples, is on."""
+        return self.balance_weight == 0
+
+    def labeled_term(self, batch: Batch) -> Tensor:
+        pot = self.potentials(batch)
+        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
+
+    def unlabeled_term(self, batch: Batch) -> Tensor:
+        pot = self.potentials(batch)
+        return self.unlabeled_loss(self.structure, pot, None, batch.get("lengths"))
+
     def objective_terms(self, batch: Batch) -> ObjectiveTerms:
         labeled, unlabeled = self._split(batch)
-        pot = self.potentials(labeled)
-        value = self.loss(self.structure, pot, labeled["labels"], labeled.get("lengths"))
+        value = self.labeled_term(labeled)
         u_value: Optional[Tensor] = None
         penalty: Optional[Tensor] = None
         if unlabeled is not None and self.current("Cu") > 0:
@@ -213,5 +227,4 @@ class TransductiveModule(SafeguardedModule):
         return self._with_balance(terms, penalty)
 
     def eval_loss(self, batch: Batch) -> Tensor:
-        pot = self.potentials(batch)
-        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
+        return self.labeled_term(batch)

@@ -45,7 +45,9 @@ class CoNLLDataModule(SemiSupervisedDataModule):
     together (``bucket_by_length``), so padding stays small; evaluation batches are sorted by
     length. ``batch_size=None`` puts the whole labeled set in one step (full-batch L-BFGS):
     as length-sorted chunks evaluated one after the other for procedures that support it
-    (``SupervisedModule``), so memory stays bounded whatever the data size; as one padded
+    (``SupervisedModule``; ``TransductiveModule``, whose whole unlabeled set with
+    ``unlabeled_batch_size=None`` is chunked too), so memory stays bounded whatever the data
+    size and one very long sentence pads only its own chunk; as one padded
     batch for the others, refused with a clear error when it would be too large to pad
     (``max_full_batch_positions``).
 
@@ -83,7 +85,9 @@ class CoNLLDataModule(SemiSupervisedDataModule):
             piece.
         max_chunk_positions: a full batch for a procedure that evaluates it chunk by chunk
             (``supports_chunks``, e.g. ``SupervisedModule``: full-batch L-BFGS on any data
-            size) is cut into length-sorted chunks of at most this many padded positions.
+            size) is cut into length-sorted chunks of at most this many padded positions; so
+            is the whole unlabeled set (``unlabeled_batch_size=None``) of such a procedure
+            with an unlabeled term (``TransductiveModule``).
         batch_size, unlabeled_batch_size, eval_batch_size, shuffle, num_workers: see
             :class:`SemiSupervisedDataModule` (``eval_batch_size`` defaults to 256 here).
     """
@@ -241,21 +245,17 @@ class CoNLLDataModule(SemiSupervisedDataModule):
 
     def train_dataloader(self) -> CombinedLoader:
         if self.batch_size is None and self._wants_chunks():
-            examples = self.splits["labeled"]
-            # several processes: each rank evaluates the chunks of its shard (no example
-            # repeated); the closure sums the shards' objectives and gradients over the ranks
-            shard = self._shard_sampler(len(examples), None, False)
-            if shard is not None:
-                examples = [examples[i] for i in shard]
-            chunks = length_chunks(examples, self.max_chunk_positions)
-            loader = DataLoader(
-                _ListDataset([chunks]),  # one step: the whole labeled set, chunk by chunk
-                batch_size=1,
-                # every rank its own single step (not Lightning's sampler over ranks)
-                sampler=None if shard is None else ShardSampler(1, 1, 0, False, 0, False),
-                collate_fn=lambda items: [self.collate(chunk) for chunk in items[0]],
-            )
-            return CombinedLoader({"labeled": loader}, mode="max_size_cycle")
+            self._restore_resumed_rng()
+            loaders = {"labeled": self._chunk_loader(self.splits["labeled"])}
+            if self.splits["unlabeled"] and self._wants_unlabeled():
+                loaders["unlabeled"] = (
+                    self._chunk_loader(self.splits["unlabeled"])
+                    if self.unlabeled_batch_size is None
+                    else self._loader(
+                        self.splits["unlabeled"], self.unlabeled_batch_size, self.shuffle
+                    )
+                )
+            return CombinedLoader(loaders, mode="max_size_cycle")
         if self.batch_size is None:
             examples = self.splits["labeled"]
             longest = max(int(e["inputs"].shape[0]) for e in examples)
@@ -269,6 +269,23 @@ class CoNLLDataModule(SemiSupervisedDataModule):
                     "max_full_batch_positions if the memory is there"
                 )
         return super().train_dataloader()
+
+    def _chunk_loader(self, examples: list[Example]) -> DataLoader:
+        """One step holding the whole split as length-sorted chunks of at most
+        ``max_chunk_positions`` padded positions (a list of batches)."""
+        # several processes: each rank evaluates the chunks of its shard (no example
+        # repeated); the closure sums the shards' objectives and gradients over the ranks
+        shard = self._shard_sampler(len(examples), None, False)
+        if shard is not None:
+            examples = [examples[i] for i in shard]
+        chunks = length_chunks(examples, self.max_chunk_positions)
+        return DataLoader(
+            _ListDataset([chunks]),  # one step: the whole split, chunk by chunk
+            batch_size=1,
+            # every rank its own single step (not Lightning's sampler over ranks)
+            sampler=None if shard is None else ShardSampler(1, 1, 0, False, 0, False),
+            collate_fn=lambda items: [self.collate(chunk) for chunk in items[0]],
+        )
 
     def _loader(
         self, examples: list[Example], batch_size: Optional[int], shuffle: bool
