@@ -12,15 +12,19 @@ other in one process.
 
     python benchmarks/bench_own_data.py --quick    # 1,000 training sentences, 300 test, 2 epochs
     python benchmarks/bench_own_data.py            # the full files (265k training tokens)
-    python benchmarks/bench_own_data.py --factored # also the same command with factored potentials
+    python benchmarks/bench_own_data.py --edges    # also the command with edge potentials
     python benchmarks/bench_own_data.py --evaluation  # only the time per objective+gradient
 
 ``--evaluation`` times one evaluation of the CRF objective and its gradient on the whole
 training file, the way the full-batch L-BFGS closure of ``configs/tagger.yaml`` evaluates it
 (length-sorted chunks of at most 20k padded positions, backward per chunk), one thread, median
-CPU time over repeats, with the (B, N, C, C) edge potentials and with factored ones
-(``LinearChainScorer(factored=True)``), next to sklearn-crfsuite's time per L-BFGS iteration
-(the fit time of 1 + K iterations minus that of 1, divided by K; CRFsuite is single threaded).
+CPU time: at the initial weights over repeats, with the (B, N, C, C) edge potentials and with
+factored ones (``LinearChainScorer(factored=True)``, the config's), and over every evaluation
+of a 100-iteration L-BFGS run from zero weights with factored potentials (where the weights,
+and with them the ranges the chain's dynamic program sees, grow as in a real fit); next to
+sklearn-crfsuite's time per L-BFGS iteration (the fit time of 1 + K iterations minus that of 1,
+divided by K; CRFsuite is single threaded). The structssl fit runs with one torch thread
+(``--threads``), as CRFsuite.
 
 JSON: ``benchmarks/results/own_data[_quick].json``, ``own_data_evaluation[_quick].json``.
 """
@@ -59,7 +63,8 @@ def _subset(src: Path, dst: Path, count: int) -> Path:
 
 
 def _structssl(
-    train: Path, dev: Path, test: Path, work: Path, epochs: int | None, factored: bool = False
+    train: Path, dev: Path, test: Path, work: Path, epochs: int | None, threads: int,
+    edges: bool = False,
 ) -> dict[str, Any]:
     from structssl.cli import main
     from structssl.data.tagging import TaggingFormat
@@ -73,7 +78,8 @@ def _structssl(
             "fit", f"--config={ROOT / 'configs' / 'tagger.yaml'}", f"--data.train_file={train}",
             f"--data.dev_file={dev}", f"--trainer.default_root_dir={run}",
             *([f"--trainer.max_epochs={epochs}"] if epochs else []),
-            *(["--model.scorer.init_args.factored=true"] if factored else []),
+            f"--num_threads={threads}",
+            *(["--model.scorer.init_args.factored=false"] if edges else []),
             "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false", "--test_after_fit=false",
         ])
@@ -109,9 +115,13 @@ def _span_f1(predictions: Path, gold: list[Any], tags: tuple[str, ...]) -> float
     return float(metric.compute())
 
 
-def _per_evaluation(train: Path, repeats: int, crf_iterations: int) -> list[dict[str, Any]]:
+def _per_evaluation(
+    train: Path, repeats: int, iterations: int, crf_iterations: int
+) -> list[dict[str, Any]]:
     """Median CPU seconds of one objective+gradient evaluation (structssl, edge and factored
-    potentials, equal values checked) and of one sklearn-crfsuite L-BFGS iteration."""
+    potentials at the initial weights, equal values checked, and factored along an L-BFGS run
+    of ``iterations`` iterations, where the weights grow) and of one sklearn-crfsuite L-BFGS
+    iteration."""
     import statistics
 
     import sklearn_crfsuite
@@ -129,11 +139,11 @@ def _per_evaluation(train: Path, repeats: int, crf_iterations: int) -> list[dict
     chunks = [data.collate(c) for c in length_chunks(data.splits["labeled"], data.max_chunk_positions)]
     total = sum(int(c["inputs"].shape[0]) for c in chunks)
 
-    def build(factored: bool) -> SupervisedModule:
+    def build(factored: bool, init_std: float = 0.01) -> SupervisedModule:
         torch.manual_seed(0)
         model = SupervisedModule(
-            structure=LinearChain(), scorer=LinearChainScorer(factored=factored, init_std=0.01),
-            loss=CRFNLLLoss(), C=1.0, optimizer="lbfgs",
+            structure=LinearChain(), scorer=LinearChainScorer(factored=factored, init_std=init_std),
+            loss=CRFNLLLoss(), C=1.0, optimizer="lbfgs", lbfgs_max_iter=iterations,
         )
         model.adopt_sizes(sizes)
         return model
@@ -141,8 +151,9 @@ def _per_evaluation(train: Path, repeats: int, crf_iterations: int) -> list[dict
     def evaluate(model: SupervisedModule) -> float:
         # what SupervisedModule.backward_objective does per closure call, without Lightning
         model.zero_grad(set_to_none=True)
-        (model.weight_norm_squared() / (2 * total)).backward()
-        value = 0.0
+        norm = model.weight_norm_squared() / (2 * total)
+        norm.backward()
+        value = float(norm.detach())
         for chunk in chunks:
             share = int(chunk["inputs"].shape[0]) / total
             term = model.labeled_term(chunk)
@@ -163,9 +174,30 @@ def _per_evaluation(train: Path, repeats: int, crf_iterations: int) -> list[dict
         method = "structssl:crf-factored" if factored else "structssl:crf-edges"
         records.append(record("own_data_evaluation", task, method, "evaluation_time",
                               statistics.median(times), "s", False, repeats,
-                              chunks=len(chunks), objective=round(values[factored], 6)))
+                              chunks=len(chunks), objective=round(values[factored], 6),
+                              weights="initial, N(0, 0.01^2)"))
     if abs(values[True] - values[False]) > 1e-4 * abs(values[False]):
         raise AssertionError(f"factored and edge objectives differ: {values}")
+    # along the L-BFGS run of configs/tagger.yaml's optimiser (from zero weights, as it starts)
+    model = build(True, init_std=0.0)
+    optimizer = model.configure_optimizers()
+    run_times: list[float] = []
+    last = [0.0]
+
+    def closure() -> torch.Tensor:
+        start = time.process_time()
+        last[0] = evaluate(model)
+        run_times.append(time.process_time() - start)
+        return torch.tensor(last[0])
+
+    optimizer.step(closure)
+    done = int(optimizer.state[optimizer.param_groups[0]["params"][0]]["n_iter"])
+    records.append(record("own_data_evaluation", task, "structssl:crf-factored",
+                          "evaluation_time_lbfgs", statistics.median(run_times), "s", False,
+                          len(run_times), chunks=len(chunks), iterations=done,
+                          per_iteration=round(sum(run_times) / done, 4),
+                          objective=round(last[0], 6),
+                          note=f"median over every evaluation of {done} L-BFGS iterations"))
     from structssl.data.tagging import TaggingFormat
 
     fmt = TaggingFormat()
@@ -221,8 +253,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1,000 training sentences")
     parser.add_argument("--epochs", type=int, default=None, help="structssl epochs (default: "
                         "the config's)")
-    parser.add_argument("--factored", action="store_true", help="also run the command with "
-                        "--model.scorer.init_args.factored=true")
+    parser.add_argument("--edges", action="store_true", help="also run the command with "
+                        "--model.scorer.init_args.factored=false (the (B, N, C, C) layout)")
+    parser.add_argument("--threads", type=int, default=1, help="structssl's torch threads "
+                        "(--num_threads; default 1, as CRFsuite)")
     parser.add_argument("--evaluation", action="store_true", help="only the time per "
                         "objective+gradient evaluation (one thread)")
     args = parser.parse_args()
@@ -239,18 +273,20 @@ def main() -> None:
             dev = _subset(dev, work / "dev.conll", 300)
             test = _subset(test, work / "test.conll", 300)
         if args.evaluation:
-            records = _per_evaluation(train, 3 if args.quick else 7, 5 if args.quick else 20)
+            records = _per_evaluation(train, 3 if args.quick else 7, 20 if args.quick else 100,
+                                      5 if args.quick else 20)
             name = "own_data_evaluation" + ("_quick" if args.quick else "")
             path = write_results(name, header(torch.device("cpu"), "quick" if args.quick else "full",
                                               note="CPU time, one thread, machine shared with "
                                               "other jobs"), records)
             for r in records:
-                print(f"{r['method']:<24} {r['metric']:<16} {r['value']:>9.3f} {r['unit']}")
+                print(f"{r['method']:<24} {r['metric']:<22} {r['value']:>9.3f} {r['unit']}")
             print(f"wrote {path}")
             return
         epochs = args.epochs or (2 if args.quick else None)  # None: the config's (5)
-        ours = _structssl(train, dev, test, work, epochs)
-        fact = _structssl(train, dev, test, work / "factored", epochs, factored=True) if args.factored else None
+        ours = _structssl(train, dev, test, work, epochs, args.threads)
+        edge = _structssl(train, dev, test, work / "edges", epochs, args.threads, edges=True) \
+            if args.edges else None
         peer = _crfsuite(train, test, 30 if args.quick else 100)
     task = "conll2002-esp/" + ("1000-sentences" if args.quick else "full")
     name = "own_data" + ("_quick" if args.quick else "")
@@ -260,12 +296,12 @@ def main() -> None:
         record(name, task, "structssl:tagger.yaml", "fit_time", ours["fit_s"], "s", False, 1),
         record(name, task, "structssl:tagger.yaml", "predict_time", ours["predict_s"], "s",
                False, 1),
-        *([] if fact is None else [
-            record(name, task, "structssl:tagger.yaml+factored", "span_f1", 100 * fact["span_f1"],
+        *([] if edge is None else [
+            record(name, task, "structssl:tagger.yaml+edges", "span_f1", 100 * edge["span_f1"],
                    "%", True, 1, epochs=epochs or "config"),
-            record(name, task, "structssl:tagger.yaml+factored", "fit_time", fact["fit_s"], "s",
+            record(name, task, "structssl:tagger.yaml+edges", "fit_time", edge["fit_s"], "s",
                    False, 1),
-            record(name, task, "structssl:tagger.yaml+factored", "predict_time", fact["predict_s"],
+            record(name, task, "structssl:tagger.yaml+edges", "predict_time", edge["predict_s"],
                    "s", False, 1),
         ]),
         record(name, task, "sklearn-crfsuite", "span_f1", 100 * peer["span_f1"], "%", True, 1,
@@ -273,8 +309,8 @@ def main() -> None:
         record(name, task, "sklearn-crfsuite", "fit_time", peer["fit_s"], "s", False, 1),
     ]
     path = write_results(name, header(torch.device("cpu"), "quick" if args.quick else "full",
-                                      note="wall clock, 2 threads, machine shared with other "
-                                      "jobs"), records)
+                                      note=f"wall clock, structssl {args.threads} thread(s), "
+                                      "CRFsuite 1, machine shared with other jobs"), records)
     for r in records:
         print(f"{r['method']:<24} {r['metric']:<13} {r['value']:>9.2f} {r['unit']}")
     print(f"wrote {path}")
