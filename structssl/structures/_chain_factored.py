@@ -500,52 +500,66 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     ut, outer, end64, sentinel = _kbest_inputs(u, trans, shared, end, n)
     # (C_prev, width, C_next, B) keys of every candidate; rank k stays -inf (an exhausted list)
     buf = torch.empty(c, width, c, b, dtype=torch.float64, device=dev)
-    buf[:, k:] = float("-inf")
+    small = c * c * k * b <= SMALL_STEP  # few rows: one top-k with indices per step
+    (buf[:, k:] if small else buf[:, k]).fill_(float("-inf"))  # ranks past k: read by the top-k path only
     # a key holds the flat index of the candidate *after* it in its list, i * width + r + 1:
     # what the round that pops it gathers next; i is that index >> shift
     index = torch.arange(1, c * width + 1, device=dev).view(c, width, 1, 1)[:, :k]
     f64 = torch.float64
-    # buffers made once (fresh allocations of this size per step cost more than the work)
-    best_bufs = [torch.empty(k, 1, c, b, dtype=f64, device=dev) for _ in range(2)]
-    # per step t >= 1, (C_next, width, B): [j, r + 1] the key index of the r-th best prefix into
-    # label j, the numbering of the keys themselves (backtracking needs no decoding)
-    pointers = torch.empty(max(n - 1, 1), c, width, b, dtype=torch.int64, device=dev)
+    # buffers made once and reused by every step (fresh allocations of this size per step, and
+    # their first-touch page faults, cost more than the work)
+    best_bufs = [torch.empty(k, 1, c, b, dtype=f64, device=dev) for _ in range(2)]  # k best keys
+    codes = torch.empty(c, width, b, dtype=torch.int64, device=dev)  # [j, r + 1]: the r-th best's key index
+    rows = torch.empty(1, c, b, dtype=torch.int64, device=dev)  # a round's winning list
+    after = torch.empty(1, c, b, dtype=f64, device=dev)  # its next key
+    # every step's codes, compact: [t - 1, j, r + 1] the key index of the r-th best prefix into
+    # label j at step t, the numbering of the keys themselves (backtracking needs no decoding)
+    small_int = torch.uint8 if c * width < 2**8 else torch.int16 if c * width < 2**15 else torch.int32
+    pointers = torch.empty(max(n - 1, 1), c, width, b, dtype=small_int, device=dev)
     alpha = ut.new_full((k, c, b), -sentinel)  # (k, C, active) k best prefixes, sorted
     alpha[0] = ut[0]
     sizes = plan.batch_sizes
     finals = []
-    small = c * c * k * b <= SMALL_STEP  # few rows: one top-k with indices per step
+
+    def round_views(best: Tensor, codes: Tensor) -> tuple[tuple[Tensor, ...], ...]:
+        """Per-round (1, C_next, m) views: the r-th best keys, their int64 bits, code slot r + 1."""
+        return best.unbind(0), best.view(torch.int64).unbind(0), codes.transpose(0, 1).unsqueeze(1).unbind(0)
+
+    full_views = [round_views(x, codes) for x in best_bufs]
+    full_flat = buf.view(c * width, c, b)
     steps_u, steps_pointers = ut.unbind(0), pointers.unbind(0)
     for t in range(1, n):
         m = sizes[t]
-        keys, codes, best, trans_t, u_t = buf, steps_pointers[t - 1], best_bufs[t % 2], outer, steps_u[t]
+        keys, flat, best, trans_t, u_t = buf, full_flat, best_bufs[t % 2], outer, steps_u[t]
+        step_codes, views, row, succ = codes, full_views[t % 2], rows, after
         if m < b:  # the examples still running
             if m < alpha.shape[2]:
                 finals.append(alpha[:, :, m:].clone())
                 alpha = alpha[:, :, :m]
-            keys, codes, best, u_t = keys[..., :m], codes[..., :m], best[..., :m], u_t[:, :m]
+            keys, best, u_t, step_codes = keys[..., :m], best[..., :m], u_t[:, :m], codes[..., :m]
+            row, succ = rows[..., :m], after[..., :m]
+            flat = keys.view(c * width, c, m)
             trans_t = outer if shared else outer[..., :m]
+            views = round_views(best, step_codes)
         real = keys[:, :k]
-        flat = keys.view(c * width, c, m)
         torch.add(alpha.permute(1, 0, 2).unsqueeze(2), trans_t, out=real)
         if small:
             # one top-k with indices over the values (the -inf pads never win: every value is
             # finite), index i * width + r: the key numbering without keys
             top, arg = flat.permute(1, 2, 0).topk(k, dim=2)  # (C_next, m, k)
             best.copy_(top.permute(2, 0, 1).unsqueeze(1))
-            torch.add(arg.permute(2, 0, 1), 1, out=codes[:, 1 : k + 1].transpose(0, 1))
+            torch.add(arg.permute(2, 0, 1), 1, out=step_codes[:, 1 : k + 1].transpose(0, 1))
         else:
             real.view(torch.int64).bitwise_and_(~low).bitwise_or_(index)
-            # (C_prev, C_next, m) list heads, in place: rank 0 is never gathered
-            heads = keys[:, 0]
-            # per-round (1, C_next, m) views, made once per step
-            tops, top_bits = best.unbind(0), best.view(torch.int64).unbind(0)
-            slots = codes.transpose(0, 1).unsqueeze(1).unbind(0)
+            heads = keys[:, 0]  # (C_prev, C_next, m) list heads, in place: rank 0 is never gathered
+            tops, top_bits, slots = views
             for r in range(k):
                 torch.amax(heads, dim=0, keepdim=True, out=tops[r])
                 code = torch.bitwise_and(top_bits[r], low, out=slots[r + 1])
                 if r + 1 < k:  # the winner's list moves on to its next rank (the pad past rank k - 1)
-                    heads.scatter_(0, code >> shift, flat.gather(0, code))
+                    torch.bitwise_right_shift(code, shift, out=row)
+                    heads.scatter_(0, row, torch.gather(flat, 0, code, out=succ))
+        steps_pointers[t - 1][..., :m].copy_(step_codes)
         alpha = best.view(torch.int64).bitwise_and_(~low).view(f64).squeeze(1).add_(u_t)
     finals.append(alpha)
     last = torch.cat(finals[::-1], dim=2)  # (k, C, B) in sorted order
@@ -558,10 +572,10 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
         path[t] = current
         m = sizes[t]
         if m == b:
-            current = pointers[t - 1].view(c * width, b).gather(0, current)
+            current = steps_pointers[t - 1].view(c * width, b).gather(0, current).long()
         else:
-            step = pointers[t - 1, ..., :m].view(c * width, m)
-            current = torch.cat([step.gather(0, current[:, :m]), current[:, m:]], dim=1)
+            step = steps_pointers[t - 1][..., :m].view(c * width, m)
+            current = torch.cat([step.gather(0, current[:, :m]).long(), current[:, m:]], dim=1)
     path[0] = current
     labels = path >> shift
     out = plan.unsort(labels.permute(2, 1, 0))  # (B, k, n)
@@ -586,7 +600,8 @@ def _kbest_inputs(u: Tensor, trans: Tensor, shared: bool, end: Tensor, n: int
     """
     sentinel = math.ldexp(1.0, 1020 - (2 * n + 2).bit_length())
     f64 = torch.float64
-    ut = torch.nan_to_num(u.permute(0, 2, 1).to(f64), neginf=-sentinel).contiguous()
+    ut = torch.empty(u.shape[0], u.shape[2], u.shape[1], dtype=f64, device=u.device)  # one allocation
+    torch.nan_to_num_(ut.copy_(u.permute(0, 2, 1)), neginf=-sentinel)
     t64 = torch.nan_to_num(trans.to(f64), neginf=-sentinel)
     c = u.shape[-1]
     outer = t64.view(c, 1, c, 1) if shared else t64.permute(1, 2, 0).unsqueeze(1).contiguous()
