@@ -547,8 +547,8 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
             # one top-k with indices over the values (the -inf pads never win: every value is
             # finite), index i * width + r: the key numbering without keys
             top, arg = flat.permute(1, 2, 0).topk(k, dim=2)  # (C_next, m, k)
-            best.copy_(top.permute(2, 0, 1).unsqueeze(1))
-            torch.add(arg.permute(2, 0, 1), 1, out=step_codes[:, 1 : k + 1].transpose(0, 1))
+            torch.add(arg.permute(2, 0, 1), 1, out=steps_pointers[t - 1][:, 1 : k + 1, :m].transpose(0, 1))
+            alpha = top.permute(2, 0, 1).add(u_t)  # plain values: nothing to truncate
         else:
             real.view(torch.int64).bitwise_and_(~low).bitwise_or_(index)
             heads = keys[:, 0]  # (C_prev, C_next, m) list heads, in place: rank 0 is never gathered
@@ -559,8 +559,8 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
                 if r + 1 < k:  # the winner's list moves on to its next rank (the pad past rank k - 1)
                     torch.bitwise_right_shift(code, shift, out=row)
                     heads.scatter_(0, row, torch.gather(flat, 0, code, out=succ))
-        steps_pointers[t - 1][..., :m].copy_(step_codes)
-        alpha = best.view(torch.int64).bitwise_and_(~low).view(f64).squeeze(1).add_(u_t)
+            steps_pointers[t - 1][..., :m].copy_(step_codes)
+            alpha = best.view(torch.int64).bitwise_and_(~low).view(f64).squeeze(1).add_(u_t)
     finals.append(alpha)
     last = torch.cat(finals[::-1], dim=2)  # (k, C, B) in sorted order
     scores = (last + end64.t()).reshape(k * c, b).t()  # (B, k * C)
