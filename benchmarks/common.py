@@ -170,3 +170,34 @@ def markdown_table(records: list[dict[str, Any]], metric: str) -> str:
         vals = [_fmt(cell.get((t, m))) for m in methods]
         lines.append(f"| {t} | " + " | ".join(vals) + " |")
     return "\n".join(lines)
+
+
+def crfsuite_tagger(fmt: Any, sentences: list[Any], c2: float = 1.0,
+                    max_iterations: int = 100) -> Any:
+    """sklearn-crfsuite (L-BFGS, ``c1 = 0``, ``c2``) trained on the feature strings a fitted
+    :class:`~structssl.data.tagging.TaggingFormat` gives ``sentences``: the peer CRF on exactly
+    structssl's features. L-BFGS stops on crfsuite's own tolerance or ``max_iterations``."""
+    import sklearn_crfsuite
+
+    crf = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=0.0, c2=c2, max_iterations=max_iterations)
+    crf.fit([crfsuite_features(fmt, s) for s in sentences], [list(s.labels) for s in sentences])
+    return crf
+
+
+def crfsuite_features(fmt: Any, sentence: Any) -> list[dict[str, float]]:
+    """One sentence's feature strings (``fmt.extractor``) as crfsuite's feature dicts."""
+    return [{f: 1.0 for f in row} for row in fmt.extractor.strings(sentence)]
+
+
+def crfsuite_scores(crf: Any, fmt: Any, sentences: list[Any]) -> dict[str, float]:
+    """Span F1, precision and recall (structssl's :class:`~structssl.metrics.SpanF1`) of a
+    crfsuite tagger on tagged sentences."""
+    from structssl.metrics import SpanF1
+
+    index = {t: i for i, t in enumerate(fmt.tags)}
+    metric = SpanF1(fmt.tags, output="all")
+    predicted = crf.predict([crfsuite_features(fmt, s) for s in sentences])
+    for p, s in zip(predicted, sentences):
+        metric.update(torch.tensor([[index[t] for t in p]]),
+                      torch.tensor([[index[t] for t in s.labels]]))
+    return {k: float(v) for k, v in metric.compute().items()}

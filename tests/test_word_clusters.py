@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from structssl.data.clusters import WordClusters, _kmeans
+from structssl.data.clusters import CASE_PROFILES, WordClusters, _kmeans
 from structssl.data.features import FeatureExtractor
 from structssl.data.tagging import TaggingFormat
 
@@ -110,6 +110,36 @@ def test_features_fire_for_the_token_and_its_neighbours() -> None:
     assert {s for s in fx.strings(["en", "Cadiz"])[1] if s.startswith("cluster")} <= names
 
 
+def test_case_profiles_count_capitals_where_they_are_not_forced() -> None:
+    text = [
+        ["El", "viaje", "a", "Madrid", "."],        # "El" capitalised only sentence-first
+        ["Madrid", "es", "grande", "."],
+        ["vive", "en", "madrid", "y", "el", "Rio", "."],
+        ["Hoy", "el", "viaje", "."], ["Hoy", "es", "."],
+        ["el", "Banco", "y", "el", "Banco", "y", "el", "banco", "."],
+    ]
+    wc = WordClusters(sizes=(2,), min_count=1, dim=2).fit(text)
+    profile = {w: CASE_PROFILES[wc.case(w)] for w in ("el", "madrid", "banco", "hoy", "rio")}
+    # el: 0 of 4 inside; madrid: 1 of 2; banco: 2 of 3; hoy: only first; rio: 1 of 1
+    assert profile == {"el": "never", "madrid": "majority", "banco": "majority",
+                       "hoy": "initial_only", "rio": "always"}
+    assert wc.case("Viaje") == CASE_PROFILES.index("never") and wc.case("zzz") is None
+    minority = WordClusters(sizes=(2,), min_count=1, dim=2).fit(
+        [["a", "Casa", "casa", "casa"], ["b", "c", "d"]])
+    assert CASE_PROFILES[minority.case("casa")] == "minority"
+    # rare words get none, and so does every word with the option off
+    assert WordClusters(sizes=(2,), min_count=2, dim=2).fit(text).case("rio") is None
+    assert WordClusters(sizes=(2,), min_count=1, dim=2, case_profile=False).fit(text).case(
+        "el") is None
+    # the extractor's features: the token's and its neighbours' profiles
+    fx = FeatureExtractor(min_count=1, cluster_sizes=(2,)).fit(text)
+    strings = fx.strings(["Hoy", "el", "Banco"])
+    assert "case_profile[0]=initial_only" in strings[0]
+    assert "case_profile[1]=never" in strings[0] and "case_profile[-1]=never" in strings[2]
+    with pytest.raises(ValueError, match="case_profile must be True or False"):
+        WordClusters(case_profile=1)
+
+
 def test_extractor_and_format_state_round_trip(tmp_path: Path) -> None:
     fx = FeatureExtractor(min_count=1, cluster_sizes=(2, 3)).fit(_corpus(60))
     again = FeatureExtractor.from_state_dict(fx.state_dict())
@@ -118,6 +148,14 @@ def test_extractor_and_format_state_round_trip(tmp_path: Path) -> None:
     # states saved before clusters existed still load
     old = {k: v for k, v in fx.state_dict().items() if k not in ("clusters", "cluster_sizes")}
     assert FeatureExtractor.from_state_dict(old).clusters is None
+    # ... and so do clusters saved before case profiles existed: no profile features then
+    state = fx.state_dict()
+    state["clusters"] = {k: v for k, v in state["clusters"].items()
+                         if k not in ("case_profile", "case")}
+    before = FeatureExtractor.from_state_dict(state)
+    assert before.clusters.case("lucia") is None and fx.clusters.case("lucia") is not None
+    with pytest.raises(ValueError, match="case profiles must be ids in 0..4; got 7"):
+        WordClusters.from_state_dict({**fx.clusters.state_dict(), "case": {"lucia": 7}})
 
     path = tmp_path / "train.conll"
     lines = []

@@ -18,6 +18,11 @@ TACL 2015):
 4. k-means (k-means++ start, seeded) for every size in ``sizes``: a coarse-to-fine hierarchy
    of ids per word, like the prefixes of a Brown path.
 
+With ``case_profile`` each word of V also gets its *case profile*, from the same text: how often
+it is capitalised where capitals are not forced, i.e. not first in its sentence
+(:data:`CASE_PROFILES`). A sentence-initial "Madrid" and "El" look alike to the token's own
+shape features; their profiles (``always`` vs ``never``) tell the name from the article.
+
 :class:`~structssl.data.features.FeatureExtractor` turns the ids of a token and its neighbours
 into ``cluster<k>[<offset>]=<id>`` features (option ``cluster_sizes``); the fitted clusters are
 saved with it, so a checkpoint tags new text with the same ids.
@@ -31,6 +36,23 @@ from typing import Any, Iterable, Optional, Sequence as Seq
 import numpy as np
 
 _BOUNDARY = ("<s>", "</s>")
+
+#: case profiles, by id: capitalised in none of the word's occurrences after the first token of
+#: a sentence, in under half of them, in half or more (not all), in all of them; or the word
+#: only ever opens a sentence
+CASE_PROFILES = ("never", "minority", "majority", "always", "initial_only")
+
+
+def _case_profile(capitalised: int, occurrences: int) -> int:
+    """The :data:`CASE_PROFILES` id of a word capitalised ``capitalised`` times in its
+    ``occurrences`` non-initial occurrences."""
+    if occurrences == 0:
+        return 4
+    if capitalised == 0:
+        return 0
+    if capitalised == occurrences:
+        return 3
+    return 1 if 2 * capitalised < occurrences else 2
 
 
 def _positive_int(value: Any, name: str, low: int) -> int:
@@ -79,6 +101,7 @@ class WordClusters:
         window: context offsets ``-window .. window``.
         dim: SVD dimensions (capped by the matrix size).
         seed: seed of the SVD start vector and of k-means.
+        case_profile: also learn every word's case profile (:meth:`case`).
 
     Example:
         >>> wc = WordClusters(sizes=(2,), min_count=1).fit([["en", "Madrid", "."], ["en", "Bilbao", "."]])
@@ -97,6 +120,7 @@ class WordClusters:
         window: int = 1,
         dim: int = 64,
         seed: int = 0,
+        case_profile: bool = True,
     ) -> None:
         sizes = tuple(sizes)
         if not sizes:
@@ -107,7 +131,11 @@ class WordClusters:
         self.window = _positive_int(window, "window", 1)
         self.dim = _positive_int(dim, "dim", 1)
         self.seed = _positive_int(seed, "seed", 0)
+        if not isinstance(case_profile, bool):
+            raise ValueError(f"case_profile must be True or False; got {case_profile!r}")
+        self.case_profile = case_profile
         self._ids: Optional[dict[str, tuple[int, ...]]] = None
+        self._case: dict[str, int] = {}
 
     def __repr__(self) -> str:
         fitted = f", words={len(self._ids)}" if self._ids is not None else ""
@@ -125,6 +153,13 @@ class WordClusters:
             raise RuntimeError("WordClusters.ids needs fit() first")
         return self._ids.get(word.lower())
 
+    def case(self, word: str) -> Optional[int]:
+        """The case profile of ``word`` (any case): an index into :data:`CASE_PROFILES`, or
+        ``None`` for a rare word or without ``case_profile``."""
+        if self._ids is None:
+            raise RuntimeError("WordClusters.case needs fit() first")
+        return self._case.get(word.lower())
+
     # ------------------------------------------------------------------ fitting
     def fit(self, sentences: Iterable[Seq[str]]) -> "WordClusters":
         """Learn the clusters from token lists (tags, if any, are not used).
@@ -135,10 +170,16 @@ class WordClusters:
         import scipy.sparse as sp
         from scipy.sparse.linalg import svds
 
+        sentences = [list(s) for s in sentences]
         words = [[w.lower() for w in s] for s in sentences]
         counts = Counter(w for s in words for w in s)
         vocab = sorted(w for w, c in counts.items() if c >= self.min_count)
         self._ids = {}
+        self._case = {}
+        if self.case_profile:
+            inside = Counter(w for s in words for w in s[1:])
+            capitalised = Counter(w.lower() for s in sentences for w in s[1:] if w[:1].isupper())
+            self._case = {w: _case_profile(capitalised[w], inside[w]) for w in vocab}
         if len(vocab) < 3:
             return self
         row_of = {w: i for i, w in enumerate(vocab)}
@@ -196,6 +237,7 @@ class WordClusters:
             "sizes": list(self.sizes), "min_count": self.min_count, "contexts": self.contexts,
             "window": self.window, "dim": self.dim, "seed": self.seed,
             "words": words, "ids": [list(self._ids[w]) for w in words],
+            "case_profile": self.case_profile, "case": dict(sorted(self._case.items())),
         }
 
     @classmethod
@@ -209,8 +251,9 @@ class WordClusters:
         missing = [k for k in keys if k not in state]
         if missing:
             raise ValueError(f"a WordClusters state must hold {list(keys)}; missing {missing}")
+        # states saved before case profiles existed have none
         out = cls(state["sizes"], state["min_count"], state["contexts"], state["window"],
-                  state["dim"], state["seed"])
+                  state["dim"], state["seed"], bool(state.get("case_profile", False)))
         words, ids = list(state["words"]), list(state["ids"])
         if len(words) != len(ids) or any(len(row) != len(out.sizes) for row in ids):
             raise ValueError(
@@ -218,4 +261,12 @@ class WordClusters:
                 f"{len(words)} words; got {len(ids)} rows"
             )
         out._ids = {w: tuple(int(i) for i in row) for w, row in zip(words, ids)}
+        case = dict(state.get("case") or {})
+        bad = [v for v in case.values() if not 0 <= int(v) < len(CASE_PROFILES)]
+        if bad:
+            raise ValueError(
+                f"a WordClusters state's case profiles must be ids in 0..{len(CASE_PROFILES) - 1}; "
+                f"got {bad[0]!r}"
+            )
+        out._case = {str(w): int(v) for w, v in case.items()}
         return out

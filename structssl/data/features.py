@@ -65,6 +65,7 @@ import torch
 from torch import Tensor
 
 from structssl.data.batch import pad_features
+from structssl.data.clusters import CASE_PROFILES
 from structssl.data.records import Sequence, Vocabulary
 
 __all__ = [
@@ -217,7 +218,9 @@ class FeatureExtractor:
             distributional word clusters from its sentences
             (:class:`~structssl.data.clusters.WordClusters`; untagged ones count), and the
             token and its neighbours at offsets ``-window .. window`` get one
-            ``cluster<k>[<offset>]=<id>`` feature per size. Empty (default): none.
+            ``cluster<k>[<offset>]=<id>`` feature per size, and the word's case profile
+            learned from the same text, ``case_profile[<offset>]=<profile>``
+            (:meth:`~structssl.data.clusters.WordClusters.case`). Empty (default): none.
 
     Example:
         >>> fx = FeatureExtractor(min_count=1).fit([["El", "Grupo", "Magenta"]])
@@ -339,9 +342,13 @@ class FeatureExtractor:
             if tmpl in _INTRINSIC:
                 for v in _intrinsic_values(token, tmpl, self.affix_lengths, self.ngram_orders):
                     out.append(f"{tmpl}[{offset}]={v}")
-        ids = self.clusters.ids(token) if self.clusters is not None else None
-        if ids is not None:
-            out.extend(f"cluster{k}[{offset}]={i}" for k, i in zip(self.clusters.sizes, ids))
+        if self.clusters is not None:
+            ids = self.clusters.ids(token)
+            if ids is not None:
+                out.extend(f"cluster{k}[{offset}]={i}" for k, i in zip(self.clusters.sizes, ids))
+            case = self.clusters.case(token)
+            if case is not None:
+                out.append(f"case_profile[{offset}]={CASE_PROFILES[case]}")
         result = tuple(out)
         self._string_cache[key] = result
         return result
