@@ -7,11 +7,13 @@ structssl runs exactly what a user runs: ``structssl fit --config configs/tagger
 against the gold tags. The peer, sklearn-crfsuite, gets the same token features (the strings
 of the :class:`~structssl.data.features.FeatureExtractor` that ``configs/tagger.yaml`` uses,
 fitted on the same training sentences) and its defaults (L-BFGS, ``c2 = 1``, 100 iterations).
-Both are timed by wall clock for the whole fit (reading and features included), one after the
-other in one process.
+Both are timed for the whole fit (reading and features included), one after the other in one
+process, by wall clock and by the process's CPU time (steadier on a shared machine; both run
+one thread: structssl ``--num_threads=1``, CRFsuite is single threaded).
 
     python benchmarks/bench_own_data.py --quick    # 1,000 training sentences, 300 test, 2 epochs
     python benchmarks/bench_own_data.py            # the full files (265k training tokens)
+    python benchmarks/bench_own_data.py --repeats 3  # medians of 3 alternating runs each
     python benchmarks/bench_own_data.py --edges    # also the command with edge potentials
     python benchmarks/bench_own_data.py --evaluation  # only the time per objective+gradient
 
@@ -32,6 +34,7 @@ JSON: ``benchmarks/results/own_data[_quick].json``, ``own_data_evaluation[_quick
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -72,7 +75,7 @@ def _structssl(
 
     work.mkdir(parents=True, exist_ok=True)
     run = work / "RUN_DIR"
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with mock.patch("sys.argv", ["structssl"]):
         main([
             "fit", f"--config={ROOT / 'configs' / 'tagger.yaml'}", f"--data.train_file={train}",
@@ -83,7 +86,7 @@ def _structssl(
             "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false", "--test_after_fit=false",
         ])
-    fit_s = time.perf_counter() - start
+    fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     tokens_only = work / "NEW.txt"
     tokens_only.write_text(
         "\n".join(line.split()[0] if line.strip() else "" for line in
@@ -97,7 +100,7 @@ def _structssl(
     gold = TaggingFormat.from_state_dict(tagger.format.state_dict()).read_labeled(test)
     return {
         "span_f1": _span_f1(work / "PREDICTIONS.conll", gold, tagger.tags),
-        "fit_s": fit_s, "predict_s": predict_s,
+        "fit_s": fit_s, "fit_cpu_s": fit_cpu_s, "predict_s": predict_s,
     }
 
 
@@ -122,8 +125,6 @@ def _per_evaluation(
     potentials at the initial weights, equal values checked, and factored along an L-BFGS run
     of ``iterations`` iterations, where the weights grow) and of one sklearn-crfsuite L-BFGS
     iteration."""
-    import statistics
-
     import sklearn_crfsuite
 
     from structssl.data.modules.conll import CoNLLDataModule, length_chunks
@@ -136,7 +137,8 @@ def _per_evaluation(
     data = CoNLLDataModule(train_file=str(train))  # the defaults of configs/tagger.yaml
     data.setup("fit")
     sizes = data.model_sizes()
-    chunks = [data.collate(c) for c in length_chunks(data.splits["labeled"], data.max_chunk_positions)]
+    chunks = [data.collate(c)
+              for c in length_chunks(data.splits["labeled"], data.max_chunk_positions)]
     total = sum(int(c["inputs"].shape[0]) for c in chunks)
 
     def build(factored: bool, init_std: float = 0.01) -> SupervisedModule:
@@ -225,7 +227,7 @@ def _crfsuite(train: Path, test: Path, iterations: int) -> dict[str, Any]:
 
     from structssl.data.tagging import TaggingFormat
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     fmt = TaggingFormat()  # the feature templates of configs/tagger.yaml
     train_s = fmt.read_labeled(train)
     fmt.fit(train_s, train_s)
@@ -235,7 +237,7 @@ def _crfsuite(train: Path, test: Path, iterations: int) -> dict[str, Any]:
 
     crf = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=iterations)
     crf.fit([feats(s) for s in train_s], [list(s.labels) for s in train_s])
-    fit_s = time.perf_counter() - start
+    fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     test_s = fmt.read_labeled(test)
     pred = crf.predict([feats(s) for s in test_s])
     from structssl.metrics import SpanF1
@@ -245,7 +247,7 @@ def _crfsuite(train: Path, test: Path, iterations: int) -> dict[str, Any]:
     for p, s in zip(pred, test_s):
         metric.update(torch.tensor([[index[t] for t in p]]),
                       torch.tensor([[index[t] for t in s.labels]]))
-    return {"span_f1": float(metric.compute()), "fit_s": fit_s}
+    return {"span_f1": float(metric.compute()), "fit_s": fit_s, "fit_cpu_s": fit_cpu_s}
 
 
 def main() -> None:
@@ -255,6 +257,7 @@ def main() -> None:
                         "the config's)")
     parser.add_argument("--edges", action="store_true", help="also run the command with "
                         "--model.scorer.init_args.factored=false (the (B, N, C, C) layout)")
+    parser.add_argument("--repeats", type=int, default=1, help="fits of each (medians)")
     parser.add_argument("--threads", type=int, default=1, help="structssl's torch threads "
                         "(--num_threads; default 1, as CRFsuite)")
     parser.add_argument("--evaluation", action="store_true", help="only the time per "
@@ -276,41 +279,48 @@ def main() -> None:
             records = _per_evaluation(train, 3 if args.quick else 7, 20 if args.quick else 100,
                                       5 if args.quick else 20)
             name = "own_data_evaluation" + ("_quick" if args.quick else "")
-            path = write_results(name, header(torch.device("cpu"), "quick" if args.quick else "full",
-                                              note="CPU time, one thread, machine shared with "
-                                              "other jobs"), records)
+            mode = "quick" if args.quick else "full"
+            path = write_results(name, header(torch.device("cpu"), mode, note="CPU time, one "
+                                              "thread, machine shared with other jobs"), records)
             for r in records:
                 print(f"{r['method']:<24} {r['metric']:<22} {r['value']:>9.3f} {r['unit']}")
             print(f"wrote {path}")
             return
         epochs = args.epochs or (2 if args.quick else None)  # None: the config's (5)
-        ours = _structssl(train, dev, test, work, epochs, args.threads)
-        edge = _structssl(train, dev, test, work / "edges", epochs, args.threads, edges=True) \
-            if args.edges else None
-        peer = _crfsuite(train, test, 30 if args.quick else 100)
+        runs: dict[str, list[dict[str, Any]]] = {"structssl:tagger.yaml": [],
+                                                 "structssl:tagger.yaml+edges": [],
+                                                 "sklearn-crfsuite": []}
+        for r in range(args.repeats):  # alternating, so that both see the same load
+            runs["structssl:tagger.yaml"].append(
+                _structssl(train, dev, test, work / f"run{r}", epochs, args.threads))
+            if args.edges:
+                runs["structssl:tagger.yaml+edges"].append(_structssl(
+                    train, dev, test, work / f"edges{r}", epochs, args.threads, edges=True))
+            runs["sklearn-crfsuite"].append(_crfsuite(train, test, 30 if args.quick else 100))
     task = "conll2002-esp/" + ("1000-sentences" if args.quick else "full")
     name = "own_data" + ("_quick" if args.quick else "")
-    records = [
-        record(name, task, "structssl:tagger.yaml", "span_f1", 100 * ours["span_f1"], "%", True,
-               1, epochs=epochs or "config"),
-        record(name, task, "structssl:tagger.yaml", "fit_time", ours["fit_s"], "s", False, 1),
-        record(name, task, "structssl:tagger.yaml", "predict_time", ours["predict_s"], "s",
-               False, 1),
-        *([] if edge is None else [
-            record(name, task, "structssl:tagger.yaml+edges", "span_f1", 100 * edge["span_f1"],
-                   "%", True, 1, epochs=epochs or "config"),
-            record(name, task, "structssl:tagger.yaml+edges", "fit_time", edge["fit_s"], "s",
-                   False, 1),
-            record(name, task, "structssl:tagger.yaml+edges", "predict_time", edge["predict_s"],
-                   "s", False, 1),
-        ]),
-        record(name, task, "sklearn-crfsuite", "span_f1", 100 * peer["span_f1"], "%", True, 1,
-               max_iterations=30 if args.quick else 100),
-        record(name, task, "sklearn-crfsuite", "fit_time", peer["fit_s"], "s", False, 1),
-    ]
+    metrics = [("span_f1", "%", True), ("fit_time", "s", False), ("fit_cpu_time", "s", False),
+               ("predict_time", "s", False)]
+    keys = {"span_f1": "span_f1", "fit_time": "fit_s", "fit_cpu_time": "fit_cpu_s",
+            "predict_time": "predict_s"}
+    records = []
+    for method, results in runs.items():
+        for metric, unit, higher in metrics:
+            values = [x[keys[metric]] * (100 if metric == "span_f1" else 1) for x in results
+                      if keys[metric] in x]
+            if not values:
+                continue
+            extra: dict[str, Any] = {"runs": [round(v, 3) for v in values]}
+            if metric == "span_f1":
+                extra.update({"max_iterations": 30 if args.quick else 100}
+                             if method == "sklearn-crfsuite" else {"epochs": epochs or "config"})
+            records.append(record(name, task, method, metric, statistics.median(values), unit,
+                                  higher, len(values), **extra))
     path = write_results(name, header(torch.device("cpu"), "quick" if args.quick else "full",
-                                      note=f"wall clock, structssl {args.threads} thread(s), "
-                                      "CRFsuite 1, machine shared with other jobs"), records)
+                                      note=f"medians of {args.repeats} alternating runs, wall "
+                                      f"clock and process CPU time, structssl {args.threads} "
+                                      "thread(s), CRFsuite 1, machine shared with other jobs"),
+                           records)
     for r in records:
         print(f"{r['method']:<24} {r['metric']:<13} {r['value']:>9.2f} {r['unit']}")
     print(f"wrote {path}")
