@@ -138,8 +138,9 @@ def sparse_layout(indices: Tensor) -> SparseLayout:
     """The :class:`SparseLayout` of ``indices`` (*lead, F) long, built once per tensor.
 
     Cached while ``indices`` lives and is unchanged (its version counter, storage, shape and
-    strides are compared, so an in-place change or a new tensor builds a new layout);
-    inference tensors (no version counter) are not cached.
+    strides are compared, so an in-place change, also through a view, or a new tensor builds a
+    new layout; writes that bypass the version counter, through ``.data`` or ``.numpy()``, are
+    not seen); inference tensors (no version counter) are not cached.
     """
     if indices.is_inference():
         return SparseLayout(indices)
