@@ -388,7 +388,7 @@ def test_kbest_merge_path_ties_scales_and_dtypes(dtype: torch.dtype, scale: floa
     assert torch.equal(real, torch.isfinite(scores_e)) and not real.all()
     assert _distinct_paths(labels, real)
     assert (scores[:, :-1] >= scores[:, 1:]).all()
-    # every returned path is a valid labelling (no padded position set) with its score
+    # padded positions hold 0 in every returned path
     assert not labels.masked_fill(chain.valid_mask(lengths, n).unsqueeze(1), 0).any()
 
 
