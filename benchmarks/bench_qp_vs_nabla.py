@@ -282,8 +282,8 @@ def time_to(curve: list[tuple[float, float]], target: float) -> Optional[float]:
 #: (epsilon, rho, L-BFGS steps) of nabla-SVM in the comparison: the final smoothing from the
 #: start. The thesis-style continuation (0.3, 10) -> (0.1, 30) -> (0.03, 100) -> (0.01, 1000)
 #: (CONTINUATION) stalled short of 0.1 % on OCR and CoNLL: each stage restarts L-BFGS (its
-#: history is of another objective) and 90 of the 150 steps went to objectives whose own optimum
-#: is 0.3-1 % off the hinge optimum (measured, benchmarks/README.md "QP baselines vs nabla-SVM").
+#: history is of another objective) and 90 of the 150 steps went to coarser objectives, whose own
+#: optimum is farther from the hinge optimum (benchmarks/README.md "QP baselines vs nabla-SVM").
 NABLA_STAGES = [(0.01, 1000.0, 150)]
 CONTINUATION = [(0.3, 10.0, 30), (0.1, 30.0, 30), (0.03, 100.0, 30), (0.01, 1000.0, 60)]
 
