@@ -4,16 +4,18 @@ Every method is a shipped config run exactly as a user runs it (``structssl fit 
 configs/tagger.yaml`` / ``configs/tagger_ssl.yaml`` with the files and the labeled draw given on
 the command line, through ``structssl.cli.cli_main``); this script only sweeps the labeled draws
 and collects metrics. Each run keeps its best dev (esp.testa) checkpoint and is scored on
-esp.testb next to the supervised CRF of the same labeled draw:
+esp.testb next to the supervised CRF of the same labeled draw; the labeled weight ``C`` of every
+method (and the peer's ``c2``) is chosen on dev per draw from ``--c-grid``:
 
 - ``supervised``: ``configs/tagger.yaml`` on the labeled sentences alone;
-- ``clusters``: ``configs/tagger_ssl.yaml`` as shipped: the same CRF with word-cluster features
-  learned from the unlabeled sentences;
-- ``tsvm+clusters``: nabla-TSVM on top of it (the overrides the config's comment gives);
-- ``tsvm``: the same without the clusters.
+- ``clusters``: the same CRF with the features learned from the unlabeled sentences (word
+  clusters and case profiles, ``--data.word_clusters``), no unlabeled term;
+- ``tsvm+clusters``: ``configs/tagger_ssl.yaml`` as shipped: nabla-TSVM on top of those;
+- ``tsvm``: the same without the learned features;
+- ``crfsuite``: sklearn-crfsuite on the labeled sentences with tagger.yaml's features.
 
     python benchmarks/bench_ner_ssl.py --quick      # 100 labeled + 2000 unlabeled, 1 seed, 500 test
-    python benchmarks/bench_ner_ssl.py --labeled 10 --seeds 0 1 2 --only supervised clusters
+    python benchmarks/bench_ner_ssl.py --labeled 10 --seeds 0 1 2 3 4 --only supervised clusters
 
 Records (DESIGN.md section 5) go to ``benchmarks/results/ner_ssl.json`` (``--quick``:
 ``ner_ssl_quick.json``): per method and task ``span_f1`` on dev and test, precision, recall,
@@ -44,24 +46,18 @@ from benchmarks.common import header, record, write_results  # noqa: E402
 BENCH = "ner_ssl"
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
-#: nabla-TSVM on top of the recipe: the overrides configs/tagger_ssl.yaml's comment gives
-TSVM = [
-    "--model.class_path=structssl.training.TransductiveModule",
-    "--model.init_args.unlabeled_loss=structssl.losses.NablaTSVMLoss",
-    "--model.init_args.Cu=0.1", "--model.init_args.warm_start_epochs=2",
-    "--model.init_args.cu_start=0.125",
-]
 #: name -> (config, extra CLI overrides). Every method is a shipped config run as a user runs
-#: it (``structssl fit --config ...``); this script only sweeps the labeled draw.
+#: it (``structssl fit --config ...``); this script only sweeps the labeled draw and C.
 METHODS: dict[str, tuple[str, list[str]]] = {
     # the supervised CRF of the README, on the labeled sentences alone
     "supervised": ("tagger.yaml", ["--data.num_unlabeled=0"]),
-    # the README's semi-supervised recipe as shipped: the same CRF with word-cluster features
-    # learned from the unlabeled sentences
-    "clusters": ("tagger_ssl.yaml", []),
-    # nabla-TSVM (CRF likelihood on the labeled part) on top of the recipe, and without clusters
-    "tsvm+clusters": ("tagger_ssl.yaml", TSVM),
-    "tsvm": ("tagger_ssl.yaml", [*TSVM, "--data.word_clusters=null"]),
+    # the same CRF with the features learned from the unlabeled sentences (clusters, case
+    # profiles), no unlabeled term
+    "clusters": ("tagger.yaml", ["--data.word_clusters=[32, 128, 512]"]),
+    # the README's semi-supervised recipe as shipped: nabla-TSVM on top of those features
+    "tsvm+clusters": ("tagger_ssl.yaml", []),
+    # nabla-TSVM without the learned features
+    "tsvm": ("tagger_ssl.yaml", ["--data.word_clusters=null"]),
 }
 
 
@@ -70,13 +66,30 @@ def method_name(name: str) -> str:
     return "sklearn-crfsuite" if name == "crfsuite" else f"structssl:{name}"
 
 
-def fit_and_test(name: str, args: argparse.Namespace, seed: int) -> dict[str, float]:
-    """Run one method's config on one labeled draw through ``structssl fit``; dev and test
-    metrics of its best dev checkpoint."""
+#: the labeled weight C of every structssl method is chosen on dev per draw from this grid
+#: (``--c-grid``), as the peer's c2 from the same values (:func:`crfsuite_on_draw`)
+C_GRID = (1.0, 10.0, 100.0)
+
+
+def select_on_dev(name: str, args: argparse.Namespace, seed: int) -> dict[str, float]:
+    """One method on one labeled draw: a run per ``C`` of ``args.c_grid``; the metrics of the
+    run with the best dev span F1, with its ``C``."""
+    best: dict[str, float] = {}
+    for c in args.c_grid:
+        res = {**fit_and_test(name, args, seed, c), "C": c}
+        if not best or res["dev_f1"] > best["dev_f1"]:
+            best = res
+    return best
+
+
+def fit_and_test(name: str, args: argparse.Namespace, seed: int, c: float) -> dict[str, float]:
+    """Run one method's config with labeled weight ``c`` on one labeled draw through
+    ``structssl fit``; dev and test metrics of its best dev checkpoint."""
     from structssl.cli import cli_main
     from structssl.training.checkpointing import BestCheckpoint
 
     config, extra = METHODS[name]
+    extra = [*extra, f"--model.init_args.C={c}"]
     data = args.data / "conll2002"
     with tempfile.TemporaryDirectory() as run_dir:
         argv = [
@@ -111,14 +124,12 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int) -> dict[str, fl
     }
 
 
-#: c2 values of the peer CRF, chosen on dev per draw like structssl's settings
-CRFSUITE_C2 = (0.01, 0.1, 1.0, 10.0)
-
-
 def crfsuite_on_draw(args: argparse.Namespace, seed: int) -> dict[str, float]:
     """The peer: sklearn-crfsuite on the same labeled draw (``split_pool`` with the data
     module's seed) and the same features as ``configs/tagger.yaml``, L-BFGS to its own
-    convergence (at most 1,000 iterations), ``c2`` chosen on dev from :data:`CRFSUITE_C2`."""
+    convergence (at most 1,000 iterations), ``c2`` chosen on dev from the values equal to
+    ``args.c_grid`` (crfsuite minimises ``sum_i l_i + c2 ||w||^2``, structssl
+    ``||w||^2 / (2n) + C mean_i l_i``: the same minimiser at ``c2 = 1 / (2 C)``)."""
     from benchmarks.common import crfsuite_scores, crfsuite_tagger
     from structssl.data.modules.base import split_pool
     from structssl.data.tagging import TaggingFormat
@@ -132,17 +143,18 @@ def crfsuite_on_draw(args: argparse.Namespace, seed: int) -> dict[str, float]:
     fmt.fit(train, labeled)
     dev = fmt.read_labeled(data / "esp.testa")[: args.max_dev]
     test = fmt.read_labeled(data / "esp.testb")[: args.max_test]
-    best: tuple[float, Any] = (-1.0, None)
-    for c2 in CRFSUITE_C2:
-        crf = crfsuite_tagger(fmt, labeled, c2=c2, max_iterations=1000)
+    best: tuple[float, Any, float] = (-1.0, None, 0.0)
+    for c in args.c_grid:
+        crf = crfsuite_tagger(fmt, labeled, c2=1 / (2 * c), max_iterations=1000)
         f1 = crfsuite_scores(crf, fmt, dev)["f1"]
         if f1 > best[0]:
-            best = (f1, crf)
+            best = (f1, crf, c)
     scores = crfsuite_scores(best[1], fmt, test)
     return {
         "dev_f1": 100 * best[0], "test_f1": 100 * scores["f1"],
         "test_precision": 100 * scores["precision"], "test_recall": 100 * scores["recall"],
         "test_entity_fraction": float("nan"), "wall_s": time.perf_counter() - start,
+        "C": best[2],
     }
 
 
@@ -152,6 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--labeled", type=int, default=100)
     p.add_argument("--unlabeled", type=int, default=2000)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--c-grid", type=float, nargs="+", default=list(C_GRID),
+                   help="labeled weights C chosen from on dev, per method and draw")
     p.add_argument("--max-dev", type=int, default=None)
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--only", nargs="*", default=None, choices=[*METHODS, "crfsuite"],
@@ -171,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: dict[str, list[dict[str, float]]] = {}
     for name in args.only or [*METHODS, "crfsuite"]:
         for seed in args.seeds:
-            res = crfsuite_on_draw(args, seed) if name == "crfsuite" else fit_and_test(
+            res = crfsuite_on_draw(args, seed) if name == "crfsuite" else select_on_dev(
                 name, args, seed)
             rows.setdefault(name, []).append(res)
             print(f"{name:22s} seed {seed}  " + "  ".join(
@@ -181,10 +195,12 @@ def main(argv: list[str] | None = None) -> None:
     for name, runs in rows.items():
         config, extra_args = METHODS.get(name, ("", []))
         how = (f"configs/{config} {' '.join(extra_args)}".strip() if config else
-               f"sklearn-crfsuite, tagger.yaml's features, c2 on dev from {list(CRFSUITE_C2)}")
+               "sklearn-crfsuite, tagger.yaml's features, c2 = 1 / (2 C) with C on dev from "
+               f"{args.c_grid}")
         for key, unit, better in (
             ("dev_f1", "%", True), ("test_f1", "%", True), ("test_precision", "%", True),
             ("test_recall", "%", True), ("test_entity_fraction", "%", None), ("wall_s", "s", False),
+            ("C", "", None),
         ):
             vals = [r[key] for r in runs]
             if any(v != v for v in vals):  # not measured (the peer's entity fraction)
@@ -207,7 +223,8 @@ def main(argv: list[str] | None = None) -> None:
         f"CoNLL-2002 Spanish, {args.labeled} labeled + {args.unlabeled} unlabeled sentences of "
         f"esp.train (seeded draws {args.seeds}), dev esp.testa (max {args.max_dev}), test "
         f"esp.testb (max {args.max_test}); each method's config run through structssl fit, "
-        "best dev checkpoint" + ("; scaled run" if args.quick or args.max_test or args.max_dev
+        f"best dev checkpoint; the labeled weight C of every method chosen on dev from {args.c_grid} "
+        "per draw" + ("; scaled run" if args.quick or args.max_test or args.max_dev
                                  else "")
     ))
     out = args.out or (Path(__file__).resolve().parent / "results" /

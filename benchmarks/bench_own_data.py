@@ -45,7 +45,14 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import header, record, write_results  # noqa: E402
+from common import (  # noqa: E402
+    crfsuite_features,
+    crfsuite_scores,
+    crfsuite_tagger,
+    header,
+    record,
+    write_results,
+)
 
 from structssl.data.paths import resolve_data_dir  # noqa: E402
 
@@ -205,7 +212,7 @@ def _per_evaluation(
     fmt = TaggingFormat()
     sents = fmt.read_labeled(train)
     fmt.fit(sents, sents)
-    xs = [[{f: 1.0 for f in row} for row in fmt.extractor.strings(s)] for s in sents]
+    xs = [crfsuite_features(fmt, s) for s in sents]
     ys = [list(s.labels) for s in sents]
 
     def fit_cpu(iterations: int) -> float:
@@ -223,31 +230,16 @@ def _per_evaluation(
 
 
 def _crfsuite(train: Path, test: Path, iterations: int) -> dict[str, Any]:
-    import sklearn_crfsuite
-
     from structssl.data.tagging import TaggingFormat
 
     start, cpu = time.perf_counter(), time.process_time()
     fmt = TaggingFormat()  # the feature templates of configs/tagger.yaml
     train_s = fmt.read_labeled(train)
     fmt.fit(train_s, train_s)
-
-    def feats(sent: Any) -> list[dict[str, float]]:
-        return [{f: 1.0 for f in row} for row in fmt.extractor.strings(sent)]
-
-    crf = sklearn_crfsuite.CRF(algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=iterations)
-    crf.fit([feats(s) for s in train_s], [list(s.labels) for s in train_s])
+    crf = crfsuite_tagger(fmt, train_s, c2=1.0, max_iterations=iterations)
     fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
-    test_s = fmt.read_labeled(test)
-    pred = crf.predict([feats(s) for s in test_s])
-    from structssl.metrics import SpanF1
-
-    index = {t: i for i, t in enumerate(fmt.tags)}
-    metric = SpanF1(fmt.tags)
-    for p, s in zip(pred, test_s):
-        metric.update(torch.tensor([[index[t] for t in p]]),
-                      torch.tensor([[index[t] for t in s.labels]]))
-    return {"span_f1": float(metric.compute()), "fit_s": fit_s, "fit_cpu_s": fit_cpu_s}
+    span_f1 = crfsuite_scores(crf, fmt, fmt.read_labeled(test))["f1"]
+    return {"span_f1": span_f1, "fit_s": fit_s, "fit_cpu_s": fit_cpu_s}
 
 
 def main() -> None:
