@@ -157,6 +157,33 @@ def test_corpus_proportions_only_reach_the_brute_force_optimum(seed, target, blo
         torch.set_default_dtype(torch.float32)
 
 
+@pytest.mark.parametrize("method", ["chain", "generic"])
+def test_factored_potentials_switch_like_their_edge_layout(method):
+    """A LinearChainScorer(factored=True) model (configs/tagger_ssl.yaml) label-switches the
+    same labels as the (B, N, C, C) potentials they stand for."""
+    from structssl.structures import ChainPotentials
+
+    g = torch.Generator().manual_seed(7)
+    b, n, c = 4, 5, 3
+    _, lengths, tokens, labels = _problem(7, b, n)
+    factored = ChainPotentials.from_factors(
+        torch.randn(b, n, c, generator=g, dtype=torch.float64),
+        torch.randn(c, c, generator=g, dtype=torch.float64),
+        torch.randn(c, generator=g, dtype=torch.float64),
+        torch.randn(c, generator=g, dtype=torch.float64),
+    )
+    structure = LinearChain(c)
+    edges = structure.edge_potentials(factored, lengths)
+    outs = [
+        label_switching(structure, pot, labels, lengths, _constraints(False), tokens, 0.5,
+                        method=method, generator=torch.Generator().manual_seed(0))
+        for pot in (factored, edges)
+    ]
+    assert outs[0].switches > 0
+    assert torch.equal(outs[0].labels, outs[1].labels)
+    assert outs[0].objective == pytest.approx(outs[1].objective, abs=1e-9)
+
+
 def test_switch_budget_is_respected():
     pot, lengths, tokens, labels = _problem(3, 4, 5)
     out = label_switching(LinearChain(3), pot, labels, lengths, _constraints(False), tokens, 1.0, max_switches=2)

@@ -586,7 +586,8 @@ def label_switching(
         generator: random generator of the permutations (default: seeded with 0).
 
     Shape:
-        potentials: (B, N, C, C) for LinearChain; labels: (B, N) long; lengths: (B,).
+        potentials: (B, N, C, C) or factored :class:`~structssl.structures.ChainPotentials` for
+            LinearChain; labels: (B, N) long; lengths: (B,).
 
     Returns:
         :class:`SwitchingResult`.
@@ -618,6 +619,8 @@ def label_switching(
         raise NotImplementedError("method='chain' needs a LinearChain structure and cost='hamming'")
     pot = as_detached(potentials)
     pot, lengths = structure.check(pot, lengths)
+    if is_chain:  # factored potentials: the switch evaluator reads the (B, N, C, C) layout
+        pot = structure.edge_potentials(pot, lengths)
     labels = structure.check_labels(labels, lengths).clone()
     if tokens is not None and len(tokens) != labels.shape[0]:
         raise ValueError(f"tokens must hold B = {labels.shape[0]} token lists; got {len(tokens)}")
