@@ -275,6 +275,23 @@ def test_labeling_formulation_parameter_mode_trains(tmp_path: Path):
     assert model.v_store["node"].shape == (10, 15)
 
 
+def test_factored_scorer_gives_the_edge_potentials():
+    """A LinearChainScorer(factored=True) (configs/tagger.yaml, tagger_ssl.yaml) works in CCCP:
+    its potentials are expanded to the edge layout the constraint features fold into."""
+    from structssl.scorers import LinearChainScorer
+
+    torch.manual_seed(0)
+    factored = LinearChainScorer(C, input_dim=4, factored=True, init_std=0.5).double()
+    edges = LinearChainScorer(C, input_dim=4, init_std=0.5).double()
+    edges.load_state_dict(factored.state_dict())
+    batch = _batch(1)
+    got = [CCCPModule(LinearChain(C), scorer, constraint_set(), num_labeled=3,
+                      num_unlabeled=4).potentials(batch) for scorer in (factored, edges)]
+    assert isinstance(got[0], torch.Tensor) and got[0].shape == (4, 4, C, C)
+    valid = LinearChain.valid_mask(batch["lengths"], 4)  # padded positions are never read
+    torch.testing.assert_close(got[0][valid], got[1][valid])
+
+
 def test_closed_form_condition_checked():
     model = CCCPModule(LinearChain(3), torch.nn.Linear(1, 1), constraints=constraint_set(), mu=50.0, num_labeled=2, num_unlabeled=10)
 

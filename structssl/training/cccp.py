@@ -72,7 +72,6 @@ import torch
 from torch import Tensor, nn
 
 from structssl.constraints import (
-    ConcatFeatures,
     Constraint,
     ConstraintSet,
     PunctuationTransitions,
@@ -80,7 +79,7 @@ from structssl.constraints import (
 )
 from structssl.losses import StructuredHingeLoss
 from structssl.losses.gamma import ConstraintFeatures, NodeFeatures
-from structssl.structures.base import Potentials, Structure, as_tuple, like
+from structssl.structures.base import Structure, as_tuple, like
 from structssl.structures.linear_chain import LinearChain
 from structssl.training.modules import Batch, ObjectiveTerms, StructuredModule
 
@@ -443,11 +442,13 @@ class CCCPModule(StructuredModule):
             self.v_store[name] = nn.Parameter(torch.ones(m, size))
 
     # ------------------------------------------------------------------ potentials
-    def potentials(self, batch: Batch) -> Potentials:
-        pot = super().potentials(batch)
+    def potentials(self, batch: Batch) -> Tensor:
+        """The scorer's potentials in the (B, N, C, C) edge layout (the constraint features
+        fold into it; a factored scorer's are expanded), plus the extra constraint features."""
+        pot = self.structure.edge_potentials(super().potentials(batch), batch.get("lengths"))
         if not self.extra_features:
             return pot
-        assert isinstance(pot, Tensor) and self._bound is not None
+        assert self._bound is not None
         tokens, lengths = batch.get("tokens"), batch["lengths"]
         lin = [c for c in self._bound if c.linear_indicators]
         extra = torch.zeros_like(pot)
