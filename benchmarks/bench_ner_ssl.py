@@ -5,7 +5,8 @@ configs/tagger.yaml`` / ``configs/tagger_ssl.yaml`` with the files and the label
 the command line, through ``structssl.cli.cli_main``); this script only sweeps the labeled draws
 and collects metrics. Each run keeps its best dev (esp.testa) checkpoint and is scored on
 esp.testb next to the supervised CRF of the same labeled draw; the labeled weight ``C`` of every
-method (and the peer's ``c2``) is chosen on dev per draw from ``--c-grid``:
+method (and the peer's ``c2``) is chosen on dev per draw from ``--c-grid``, except nabla-TSVM's,
+which keeps the ``C`` its base CRF chose in the same draw (listed after it in ``--only``):
 
 - ``supervised``: ``configs/tagger.yaml`` on the labeled sentences alone;
 - ``clusters``: the same CRF with the features learned from the unlabeled sentences (word
@@ -34,7 +35,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -71,11 +72,16 @@ def method_name(name: str) -> str:
 C_GRID = (1.0, 10.0, 100.0)
 
 
-def select_on_dev(name: str, args: argparse.Namespace, seed: int) -> dict[str, float]:
-    """One method on one labeled draw: a run per ``C`` of ``args.c_grid``; the metrics of the
-    run with the best dev span F1, with its ``C``."""
+#: nabla-TSVM keeps the C its base CRF chose on dev in the same draw (C_u is the config's)
+BASE_OF = {"tsvm+clusters": "clusters", "tsvm": "supervised"}
+
+
+def select_on_dev(name: str, args: argparse.Namespace, seed: int,
+                  grid: Optional[list[float]] = None) -> dict[str, float]:
+    """One method on one labeled draw: a run per ``C`` of ``grid`` (default ``args.c_grid``);
+    the metrics of the run with the best dev span F1, with its ``C``."""
     best: dict[str, float] = {}
-    for c in args.c_grid:
+    for c in grid or args.c_grid:
         res = {**fit_and_test(name, args, seed, c), "C": c}
         if not best or res["dev_f1"] > best["dev_f1"]:
             best = res
@@ -185,8 +191,10 @@ def main(argv: list[str] | None = None) -> None:
     rows: dict[str, list[dict[str, float]]] = {}
     for name in args.only or [*METHODS, "crfsuite"]:
         for seed in args.seeds:
+            base = rows.get(BASE_OF.get(name, ""))
+            grid = [base[len(rows.get(name, []))]["C"]] if base else None
             res = crfsuite_on_draw(args, seed) if name == "crfsuite" else select_on_dev(
-                name, args, seed)
+                name, args, seed, grid)
             rows.setdefault(name, []).append(res)
             print(f"{name:22s} seed {seed}  " + "  ".join(
                 f"{k} {v:6.2f}" for k, v in res.items()), flush=True)
@@ -224,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
         f"esp.train (seeded draws {args.seeds}), dev esp.testa (max {args.max_dev}), test "
         f"esp.testb (max {args.max_test}); each method's config run through structssl fit, "
         f"best dev checkpoint; the labeled weight C of every method chosen on dev from {args.c_grid} "
-        "per draw" + ("; scaled run" if args.quick or args.max_test or args.max_dev
+        "per draw (nabla-TSVM: its base CRF's C of the same draw)" + ("; scaled run" if args.quick or args.max_test or args.max_dev
                                  else "")
     ))
     out = args.out or (Path(__file__).resolve().parent / "results" /
