@@ -187,20 +187,33 @@ def main(argv: list[str] | None = None) -> None:
     warnings.filterwarnings("ignore")
     for name in ("pytorch_lightning", "lightning", "lightning.pytorch"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    task = f"conll2002-esp/labeled={args.labeled},unlabeled={args.unlabeled}"
     rows: dict[str, list[dict[str, float]]] = {}
+    out = args.out or (Path(__file__).resolve().parent / "results" /
+                       (f"{BENCH}_quick.json" if args.quick else f"{BENCH}.json"))
     for name in args.only or [*METHODS, "crfsuite"]:
         for seed in args.seeds:
             base = rows.get(BASE_OF.get(name, ""))
             grid = [base[len(rows.get(name, []))]["C"]] if base else None
             res = crfsuite_on_draw(args, seed) if name == "crfsuite" else select_on_dev(
                 name, args, seed, grid)
-            rows.setdefault(name, []).append(res)
+            rows.setdefault(name, []).append({**res, "seed": seed})
             print(f"{name:22s} seed {seed}  " + "  ".join(
                 f"{k} {v:6.2f}" for k, v in res.items()), flush=True)
+            # after every draw: a stopped run leaves the draws it finished
+            write_results(BENCH, *collect(rows, args), out)
+    print("wrote", out)
+
+
+def collect(rows: dict[str, list[dict[str, float]]],
+            args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The JSON header and records of the draws in ``rows`` (method -> per-draw results with
+    their ``seed``, in draw order): means, sd and per-draw values of every metric, and the gain
+    over ``supervised`` on the draws both ran."""
+    task = f"conll2002-esp/labeled={args.labeled},unlabeled={args.unlabeled}"
     records: list[dict[str, Any]] = []
-    base = rows.get("supervised")
+    base = {r["seed"]: r for r in rows.get("supervised", [])}
     for name, runs in rows.items():
+        seeds = [int(r["seed"]) for r in runs]
         config, extra_args = METHODS.get(name, ("", []))
         how = (f"configs/{config} {' '.join(extra_args)}".strip() if config else
                "sklearn-crfsuite, tagger.yaml's features, c2 = 1 / (2 C) with C on dev from "
@@ -217,27 +230,27 @@ def main(argv: list[str] | None = None) -> None:
             records.append(record(
                 BENCH, task, method_name(name), key.replace("test_", "test/").replace(
                     "dev_", "dev/"), statistics.mean(vals), unit, better, len(vals),
-                seeds=args.seeds, per_seed=[round(v, 4) for v in vals], config=how, **extra,
+                seeds=seeds, per_seed=[round(v, 4) for v in vals], config=how, **extra,
             ))
-        if base is not None and name != "supervised":
-            gains = [r["test_f1"] - b["test_f1"] for r, b in zip(runs, base)]
+        paired = [(r, base[r["seed"]]) for r in runs if r["seed"] in base]
+        if paired and name != "supervised":
+            gains = [r["test_f1"] - b["test_f1"] for r, b in paired]
             extra = {"std": round(statistics.stdev(gains), 4)} if len(gains) > 1 else {}
             records.append(record(
                 BENCH, task, method_name(name), "test/span_f1_gain_over_supervised",
-                statistics.mean(gains), "points", True, len(gains), seeds=args.seeds,
-                per_seed=[round(g, 4) for g in gains], **extra,
+                statistics.mean(gains), "points", True, len(gains),
+                seeds=[int(r["seed"]) for r, _ in paired], per_seed=[round(g, 4) for g in gains],
+                **extra,
             ))
     head = header(torch.device("cpu"), "quick" if args.quick else "full", protocol=(
         f"CoNLL-2002 Spanish, {args.labeled} labeled + {args.unlabeled} unlabeled sentences of "
         f"esp.train (seeded draws {args.seeds}), dev esp.testa (max {args.max_dev}), test "
         f"esp.testb (max {args.max_test}); each method's config run through structssl fit, "
         f"best dev checkpoint; the labeled weight C of every method chosen on dev from {args.c_grid} "
-        "per draw (nabla-TSVM: its base CRF's C of the same draw)" + ("; scaled run" if args.quick or args.max_test or args.max_dev
-                                 else "")
+        "per draw (nabla-TSVM: its base CRF's C of the same draw)" + (
+            "; scaled run" if args.quick or args.max_test or args.max_dev else "")
     ))
-    out = args.out or (Path(__file__).resolve().parent / "results" /
-                       (f"{BENCH}_quick.json" if args.quick else f"{BENCH}.json"))
-    print("wrote", write_results(BENCH, head, records, out))
+    return head, records
 
 
 if __name__ == "__main__":
