@@ -32,7 +32,7 @@ from structssl.training.modules import init_options  # noqa: E402
 
 SHARED = {
     "optimizer", "lr", "lbfgs_max_iter", "lbfgs_history", "momentum", "regularize_bias",
-    "num_labeled", "num_unlabeled", "task", "tags",
+    "num_labeled", "num_unlabeled", "task", "tags", "tolerance",
 }  # fmt: skip
 
 

@@ -301,6 +301,11 @@ class CCCPModule(StructuredModule):
         "processes; train it on one process (--trainer.devices=1; a GPU runs its dynamic "
         "programs)"
     )
+    convergence_refusal = (
+        "its objective changes with every CCCP linearisation, and the outer loop stops on its "
+        "own test; use tol (stop when the CCCP objective decreases by less than tol between "
+        "outer iterations)"
+    )
 
     def __init__(
         self,

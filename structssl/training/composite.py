@@ -122,6 +122,11 @@ class ConstrainedSelfLabelingModule(StructuredModule):
     """
 
     uses_unlabeled = True
+    convergence_refusal = (
+        "each round reassigns the pseudo-labels under the corpus constraints and starts a "
+        "fresh L-BFGS run, on seed 004's schedule of rounds; set the rounds with "
+        "trainer.max_epochs and lbfgs_max_iter"
+    )
 
     def __init__(
         self,

@@ -98,6 +98,11 @@ class LabelSwitchingModule(StructuredModule):
         "dynamic programs), or use CompositeLikelihoodModule / TSVMPlusModule (multi-label) "
         "or TransductiveModule, which reduce across processes"
     )
+    convergence_refusal = (
+        "its objective changes with every label switch, and LabelSwitchingAnnealing ends each "
+        "C_u step (no switch, the switch budget, or max_alternations) and the run (after the "
+        "final C_u); set those instead"
+    )
 
     def __init__(
         self,

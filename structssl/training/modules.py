@@ -34,6 +34,33 @@ three run under manual optimisation (``automatic_optimization = False``) with a 
 recomputes the objective, so L-BFGS can re-evaluate it during its line search; the
 non-convex terms (pseudo-labels, violators) are re-decoded at every evaluation.
 
+Convergence (``tolerance``). Without it (``None``, the default) training runs
+``trainer.max_epochs`` epochs. With ``tolerance=tol`` training stops at the end of the first
+epoch ``e`` whose objective is the final one (every annealed ``C`` / ``C_u`` / ``rho`` at its
+configured value, in epoch ``e`` and for the relative test in epoch ``e - 1`` too) and where
+
+* the relative decrease of the objective over the epoch,
+  ``(J_{e-1} - J_e) / max(|J_e|, tiny)``, is below ``tol`` (an increase counts as no
+  decrease), CRFsuite's stopping test with a period of one epoch: with full batches and
+  L-BFGS, "``tol`` over ``lbfgs_max_iter`` iterations" (CRFsuite's default is 1e-5 over 10);
+  ``J_e`` is the epoch's ``train/objective`` (full batch: the last evaluation of the epoch,
+  normally at the weights the epoch ends with; mini-batches: the mean over the epoch's
+  batches, a noisy estimate); or
+* L-BFGS ended every step of the epoch before ``lbfgs_max_iter`` iterations by its own tests
+  (``torch.optim.LBFGS``'s gradient / change tolerances, not its evaluation budget): the
+  optimum of that objective is reached.
+
+Epochs with a schedule still under way (a ``C`` barrier, a ``C_u`` ramp, ``rho``
+continuation, the supervised warm start's ``C_u = 0``) never stop the run and never serve as
+``J_{e-1}``. ``train/converged`` (1 at the stopping epoch) and ``train/relative_decrease``
+are logged, and one info line names the epoch, the L-BFGS iterations, the objective and the
+test that held; :attr:`StructuredModule.converged` keeps the same as a dict. ``J_{e-1}`` is
+saved in checkpoints, so a resumed run stops where the uninterrupted one does; on several
+processes the objective is the one reduced across ranks, so every rank takes the same
+decision. The procedures with an outer loop and a stopping rule of their own (CCCP's ``tol``,
+label switching's annealing, seed 004's rounds) refuse ``tolerance``
+(:attr:`StructuredModule.convergence_refusal`).
+
 Batches: see :mod:`structssl.data.modules.base`. The training step takes
 ``{"labeled": L, "unlabeled": U}`` (``U`` optional; a bare ``L`` is accepted too); validation,
 test and predict take ``L``. ``L`` / ``U`` hold ``inputs`` (and ``inputs_b`` for two views),
@@ -114,6 +141,37 @@ def _optional_count(value: Optional[int], name: str, minimum: int) -> Optional[i
     return value
 
 
+def _tolerance(value: Optional[float], cls: type) -> Optional[float]:
+    """Check the ``tolerance`` option (None, or a finite float > 0 the procedure accepts)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"tolerance must be a finite float > 0 or None; got {value!r}")
+    if value <= 0:
+        raise ValueError(f"tolerance must be > 0 (or None: no convergence stop); got {value!r}")
+    refusal = getattr(cls, "convergence_refusal", None)
+    if refusal is not None:
+        raise ValueError(
+            f"{cls.__name__} does not take tolerance (got {value!r}): {refusal}"
+        )
+    return float(value)
+
+
+def _new_epoch_track() -> dict[str, Any]:
+    """What the convergence test gathers over the steps of one training epoch."""
+    return {"objective": 0.0, "size": 0, "final": True, "lbfgs_exits": True, "lbfgs": False}
+
+
+def _lbfgs_counts(opt: Any) -> Optional[tuple[int, int]]:
+    """``(iterations, evaluations)`` so far of an L-BFGS optimiser (its state's ``n_iter``,
+    ``func_evals``); None for another optimiser."""
+    inner = getattr(opt, "optimizer", opt)  # Lightning's wrapper
+    if not isinstance(inner, torch.optim.LBFGS):
+        return None
+    state = inner.state.get(inner.param_groups[0]["params"][0], {})
+    return int(state.get("n_iter", 0)), int(state.get("func_evals", 0))
+
+
 def _plain(value: Any) -> bool:
     """Whether ``value`` is plain data a checkpoint keeps as a hyper-parameter."""
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -167,12 +225,19 @@ class StructuredModule(pl.LightningModule):
         num_unlabeled: m for the objective scaling (default: the data module's).
         task: the metrics family of :func:`~structssl.metrics.task_metrics`.
         tags: the BIO tag names (task ``"bio"`` only).
+        tolerance: train to convergence: stop when the relative decrease of the objective
+            over an epoch is below this (> 0), or L-BFGS stops by its own tests, once the
+            annealed values are final (module docstring, "Convergence"); ``None``: run
+            ``trainer.max_epochs`` epochs.
     """
 
     #: whether the procedure trains on unlabeled batches (the data modules read it)
     uses_unlabeled: ClassVar[bool] = False
     #: the names of the annealable hyper-parameters
     annealable: ClassVar[tuple[str, ...]] = ("C", "Cu", "rho")
+    #: why the procedure refuses ``tolerance`` (its own outer loop and stopping rule), ending
+    #: with what to use instead (None: it takes it)
+    convergence_refusal: ClassVar[Optional[str]] = None
 
     def __init__(
         self,
@@ -190,6 +255,7 @@ class StructuredModule(pl.LightningModule):
         num_unlabeled: Optional[int] = None,
         task: Optional[Task] = None,
         tags: Optional[Sequence[str]] = None,
+        tolerance: Optional[float] = None,
     ) -> None:
         super().__init__()
         if not isinstance(structure, Structure):
@@ -212,6 +278,15 @@ class StructuredModule(pl.LightningModule):
         self.num_unlabeled = _optional_count(num_unlabeled, "num_unlabeled", 0)
         self._given_task = task
         self.tags = None if tags is None else tuple(tags)
+        self.tolerance = _tolerance(tolerance, type(self))
+        #: why and where training stopped on ``tolerance`` (None: it has not): ``epoch``,
+        #: ``reason`` ("relative_decrease" or "lbfgs"), ``objective``, ``relative_decrease``,
+        #: ``lbfgs_iterations``, ``lbfgs_evaluations`` (None without L-BFGS)
+        self.converged: Optional[dict[str, Any]] = None
+        #: ``J`` of the last epoch with the final objective (None: none yet, or the last
+        #: epoch's schedule was under way); saved in checkpoints
+        self._previous_objective: Optional[float] = None
+        self._epoch_track: dict[str, Any] = _new_epoch_track()
         self.automatic_optimization = False
         self._scorer_takes_lengths = _takes(scorer, "lengths")
         self._set_task(task or "sequence")
@@ -321,7 +396,11 @@ class StructuredModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         from structssl.training.distributed import save_resume_state
 
-        checkpoint["structssl"] = {"sizes": self._sizes, "data_format": self.data_format}
+        checkpoint["structssl"] = {
+            "sizes": self._sizes, "data_format": self.data_format,
+            # the convergence test's J of the last epoch (None: none comparable)
+            "previous_objective": self._previous_objective,
+        }
         save_resume_state(self, checkpoint)  # RNG state (exact resume)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -333,6 +412,7 @@ class StructuredModule(pl.LightningModule):
             self.adopt_sizes(saved["sizes"])
         if saved.get("data_format") is not None:
             self.data_format = saved["data_format"]
+        self._previous_objective = saved.get("previous_objective")
         state = checkpoint.get("state_dict", {})
         rho = state.get("current_rho")
         if rho is not None and not bool(torch.as_tensor(rho).isnan()):
@@ -506,6 +586,7 @@ class StructuredModule(pl.LightningModule):
 
     def on_train_epoch_start(self) -> None:
         self.restore_resumed_rng()  # (if the data module did not)
+        self._epoch_track = _new_epoch_track()
 
     def labeled_term(self, batch: Batch) -> Tensor:
         """``mean_i l_i`` over a labeled batch, for procedures whose objective is
@@ -577,11 +658,14 @@ class StructuredModule(pl.LightningModule):
             last["terms"] = terms
             return terms.objective
 
+        counts = _lbfgs_counts(opt)
         opt.step(closure=closure)
         terms = last["terms"]
         labeled, _ = self._split(batch)
         chunks = labeled if isinstance(labeled, list) else [labeled]
         size = sum(int(chunk["inputs"].shape[0]) for chunk in chunks)
+        if self.tolerance is not None:
+            self._track_step(terms.objective, size, opt, counts)
         # sync_dist: the mean over processes (the values are already equal on every rank
         # after the closure's all-reduce; a no-op on one process)
         log = dict(on_step=False, on_epoch=True, batch_size=size, sync_dist=True)
@@ -616,6 +700,83 @@ class StructuredModule(pl.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self._log_metrics(self.train_metrics)
+        if self.tolerance is not None:
+            self._convergence_test()
+
+    # ------------------------------------------------------------------ convergence
+    def _final_objective(self) -> bool:
+        """Whether every annealed hyper-parameter is at its configured (final) value."""
+        names = [n for n in self.annealable if n != "rho" or self._has_rho()]
+        return all(self.current(n) == self.final_value(n) for n in names)
+
+    def _track_step(
+        self, objective: Tensor, size: int, opt: Any, counts: Optional[tuple[int, int]]
+    ) -> None:
+        """Add one training step to the epoch's convergence record."""
+        track = self._epoch_track
+        track["objective"] += float(objective.detach()) * size
+        track["size"] += size
+        track["final"] = track["final"] and self._final_objective()
+        if counts is None:
+            track["lbfgs_exits"] = False
+            return
+        inner = getattr(opt, "optimizer", opt)
+        group = inner.param_groups[0]
+        iterations, evaluations = _lbfgs_counts(opt) or (0, 0)
+        # fewer iterations than allowed, and not for lack of evaluations: its own tests held
+        early = (iterations - counts[0] < group["max_iter"]
+                 and evaluations - counts[1] < group["max_eval"])
+        track["lbfgs"] = True
+        track["lbfgs_exits"] = track["lbfgs_exits"] and early
+        track["iterations"], track["evaluations"] = iterations, evaluations
+
+    def _convergence_test(self) -> None:
+        """The end-of-epoch test of ``tolerance`` (module docstring, "Convergence")."""
+        track, self._epoch_track = self._epoch_track, _new_epoch_track()
+        if track["size"] == 0:  # no training step this epoch
+            return
+        objective = track["objective"] / track["size"]
+        final = bool(track["final"])
+        previous = self._previous_objective
+        self._previous_objective = objective if final else None
+        decrease: Optional[float] = None
+        if final and previous is not None:
+            decrease = (previous - objective) / max(abs(objective), torch.finfo(torch.float64).tiny)
+        reason: Optional[str] = None
+        if final and track["lbfgs"] and track["lbfgs_exits"]:
+            reason = "lbfgs"
+        elif decrease is not None and decrease < self.tolerance:
+            reason = "relative_decrease"
+        # the objective is reduced across ranks, so the decision is already the same on every
+        # rank; the reduction makes sure of it
+        stop = self.trainer.strategy.reduce_boolean_decision(reason is not None, all=True)
+        log = dict(on_step=False, on_epoch=True, sync_dist=True)
+        if decrease is not None:
+            self.log("train/relative_decrease", decrease, **log)
+        self.log("train/converged", float(stop), **log)
+        if not stop:
+            return
+        self.converged = {
+            "epoch": int(self.current_epoch), "reason": reason, "objective": objective,
+            "relative_decrease": decrease, "lbfgs_iterations": track.get("iterations"),
+            "lbfgs_evaluations": track.get("evaluations"),
+        }
+        self.trainer.should_stop = True
+        from pytorch_lightning.utilities.rank_zero import rank_zero_info
+
+        where = f"epoch {int(self.current_epoch)}"
+        if track["lbfgs"]:
+            where += (f" after {track['iterations']} L-BFGS iterations "
+                      f"({track['evaluations']} evaluations)")
+        test = (
+            "L-BFGS stopped before lbfgs_max_iter by its own tolerances"
+            if reason == "lbfgs" else f"relative decrease {decrease:.3g} < tolerance {self.tolerance:g}"
+        )
+        rank_zero_info(
+            f"{type(self).__name__} converged at {where}: objective {objective:.6g}, {test}"
+            + (f" (relative decrease over the epoch {decrease:.3g})"
+               if reason == "lbfgs" and decrease is not None else "")
+        )
 
     # ------------------------------------------------------------------ evaluation
     def _eval_step(self, batch: Batch, metrics: Any, stage: str) -> None:
@@ -653,7 +814,8 @@ class SupervisedModule(StructuredModule):
         C: labeled weight.
         **kwargs: the options of :class:`StructuredModule` (``optimizer``, ``lr``,
             ``lbfgs_max_iter``, ``lbfgs_history``, ``momentum``, ``regularize_bias``,
-            ``num_labeled``, ``task``, ``tags``); configs give them as init args like the rest.
+            ``num_labeled``, ``task``, ``tags``, ``tolerance``); configs give them as init args
+            like the rest.
     """
 
     uses_unlabeled = False
