@@ -225,3 +225,88 @@ def test_the_tagger_config_trains_to_convergence(tmp_path: Path) -> None:
     ckpt = torch.load(tmp_path / "RUN_DIR" / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["hyper_parameters"]["tolerance"] == 1e-4
     assert ckpt["epoch"] + 1 < 100  # stopped by the tolerance, not the cap
+
+
+# ------------------------------------------------------------------ several processes
+DDP_TIMEOUT_S = 300
+
+
+class _SaveStop(pl.Callback):
+    """Each rank writes where it stopped and its weights."""
+
+    def __init__(self, out: str) -> None:
+        self.out = out
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        torch.save(
+            {"epoch": trainer.current_epoch, "converged": pl_module.converged,
+             "weights": {k: v.detach().double().cpu() for k, v in pl_module.scorer.state_dict().items()}},
+            Path(self.out) / f"stop.devices{trainer.world_size}.rank{trainer.global_rank}.pt",
+        )
+
+
+def _fit_ranks(devices: int, out: str) -> None:
+    """The supervised fit of :func:`test_two_processes_stop_together` on ``devices`` processes."""
+    from datetime import timedelta
+
+    from pytorch_lightning.strategies import DDPStrategy
+
+    torch.set_num_threads(1)
+    strategy: Any = "auto"
+    if devices > 1:
+        strategy = DDPStrategy(
+            start_method="spawn", process_group_backend="gloo", timeout=timedelta(seconds=120)
+        )
+    trainer = pl.Trainer(
+        accelerator="cpu", devices=devices, strategy=strategy, precision="64-true",
+        max_epochs=CAP, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, callbacks=[_SaveStop(out)],
+    )
+    # 23 labeled sentences: shards of 12 and 11
+    data = SyntheticHMMDataModule(
+        num_train=23, num_labeled=23, num_dev=4, num_test=4, num_states=3, length=6, dim=4,
+        separation=2.0, seed=3,
+    )
+    trainer.fit(_supervised(1e-6), datamodule=data)
+
+
+def test_two_processes_stop_together(tmp_path: Path) -> None:
+    """DDP (2 processes, gloo, spawned by a subprocess running this file): both ranks stop at
+    the epoch one process stops at, with its weights."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    here = Path(__file__).resolve()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(here.parent.parent))
+    proc = subprocess.Popen(
+        [sys.executable, str(here), str(tmp_path)], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        log, _ = proc.communicate(timeout=DDP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
+        pytest.fail(f"2-process run hung (> {DDP_TIMEOUT_S} s):\n{log[-4000:]}")
+    files = [tmp_path / f"stop.devices2.rank{r}.pt" for r in (0, 1)]
+    assert proc.returncode == 0 and all(f.is_file() for f in files), log[-4000:]
+    ranks = [torch.load(f, weights_only=False) for f in files]
+    _fit_ranks(1, str(tmp_path))
+    single = torch.load(tmp_path / "stop.devices1.rank0.pt", weights_only=False)
+    assert single["converged"] is not None and single["epoch"] < CAP
+    for got in ranks:
+        assert got["epoch"] == single["epoch"], (got["epoch"], single["epoch"])
+        assert got["converged"]["epoch"] == single["converged"]["epoch"]
+        assert got["converged"]["reason"] == single["converged"]["reason"]
+        for key, value in single["weights"].items():
+            assert float((got["weights"][key] - value).abs().max()) < 1e-6, key
+
+
+if __name__ == "__main__":
+    import sys as _sys
+
+    _fit_ranks(2, _sys.argv[1])
