@@ -16,6 +16,16 @@ one thread: structssl ``--num_threads=1``, CRFsuite is single threaded).
     python benchmarks/bench_own_data.py --repeats 3  # medians of 3 alternating runs each
     python benchmarks/bench_own_data.py --edges    # also the command with edge potentials
     python benchmarks/bench_own_data.py --evaluation  # only the time per objective+gradient
+    python benchmarks/bench_own_data.py --converge 1e-5 1e-4  # trained to convergence
+
+``--converge TOL [TOL ...]`` runs the same command to convergence: with
+``--model.init_args.tolerance=TOL``, ``--model.init_args.lbfgs_max_iter=K`` (``--lbfgs-max-iter``,
+default 10: TOL is then CRFsuite's ``delta`` over a ``period`` of 10 iterations) and a high
+epoch cap (``--cap``, default 100 epochs), and reports the epochs and L-BFGS iterations and
+evaluations it ran (the optimiser state in ``last.ckpt``), fit CPU and wall time and test span
+F1, beside sklearn-crfsuite with 100 iterations and to its own convergence
+(``max_iterations=None``: its defaults ``delta = 1e-5`` over ``period = 10`` iterations and
+``epsilon = 1e-5``; its iterations from its training log).
 
 ``--evaluation`` times one evaluation of the CRF objective and its gradient on the whole
 training file, the way the full-batch L-BFGS closure of ``configs/tagger.yaml`` evaluates it
@@ -28,12 +38,14 @@ sklearn-crfsuite's time per L-BFGS iteration (the fit time of 1 + K iterations m
 divided by K; CRFsuite is single threaded). The structssl fit runs with one torch thread
 (``--threads``), as CRFsuite.
 
-JSON: ``benchmarks/results/own_data[_quick].json``, ``own_data_evaluation[_quick].json``.
+JSON: ``benchmarks/results/own_data[_quick].json``, ``own_data_evaluation[_quick].json``,
+``own_data_convergence[_quick].json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -46,9 +58,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
+    RESULTS,
     crfsuite_features,
     crfsuite_scores,
     crfsuite_tagger,
+    git_commit,
     header,
     record,
     write_results,
@@ -74,7 +88,7 @@ def _subset(src: Path, dst: Path, count: int) -> Path:
 
 def _structssl(
     train: Path, dev: Path, test: Path, work: Path, epochs: int | None, threads: int,
-    edges: bool = False,
+    edges: bool = False, extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     from structssl.cli import main
     from structssl.data.tagging import TaggingFormat
@@ -89,7 +103,7 @@ def _structssl(
             f"--data.dev_file={dev}", f"--trainer.default_root_dir={run}",
             *([f"--trainer.max_epochs={epochs}"] if epochs else []),
             f"--num_threads={threads}",
-            *(["--model.scorer.init_args.factored=false"] if edges else []),
+            *(["--model.scorer.init_args.factored=false"] if edges else []), *extra,
             "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false", "--test_after_fit=false",
         ])
@@ -107,8 +121,31 @@ def _structssl(
     gold = TaggingFormat.from_state_dict(tagger.format.state_dict()).read_labeled(test)
     return {
         "span_f1": _span_f1(work / "PREDICTIONS.conll", gold, tagger.tags),
-        "fit_s": fit_s, "fit_cpu_s": fit_cpu_s, "predict_s": predict_s,
+        "fit_s": fit_s, "fit_cpu_s": fit_cpu_s, "predict_s": predict_s, **_run_counts(run),
     }
+
+
+def _run_counts(run: Path) -> dict[str, Any]:
+    """Epochs, L-BFGS iterations and evaluations of a finished run (``last.ckpt``), and the
+    last ``train/relative_decrease`` its CSV log holds."""
+    import csv
+
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    state = ckpt["optimizer_states"][0]["state"].get(0, {})
+    out: dict[str, Any] = {
+        "epochs": int(ckpt["epoch"]) + 1, "iterations": int(state.get("n_iter", 0)),
+        "evaluations": int(state.get("func_evals", 0)),
+        "objective": (ckpt.get("structssl") or {}).get("previous_objective"),
+    }
+    for log in sorted(run.glob("lightning_logs/*/metrics.csv")):
+        with log.open() as f:
+            rows = [r for r in csv.DictReader(f) if r.get("train/relative_decrease")]
+        if rows:
+            out["relative_decrease"] = float(rows[-1]["train/relative_decrease"])
+            # the test's value at every epoch with a previous one (epochs 1, 2, ...)
+            out["relative_decreases"] = [float(f"{float(r['train/relative_decrease']):.3g}")
+                                         for r in rows]
+    return out
 
 
 def _span_f1(predictions: Path, gold: list[Any], tags: tuple[str, ...]) -> float:
@@ -229,7 +266,8 @@ def _per_evaluation(
     return records
 
 
-def _crfsuite(train: Path, test: Path, iterations: int) -> dict[str, Any]:
+def _crfsuite(train: Path, test: Path, iterations: int | None) -> dict[str, Any]:
+    """sklearn-crfsuite's fit (``iterations=None``: to its own convergence test)."""
     from structssl.data.tagging import TaggingFormat
 
     start, cpu = time.perf_counter(), time.process_time()
@@ -239,7 +277,70 @@ def _crfsuite(train: Path, test: Path, iterations: int) -> dict[str, Any]:
     crf = crfsuite_tagger(fmt, train_s, c2=1.0, max_iterations=iterations)
     fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     span_f1 = crfsuite_scores(crf, fmt, fmt.read_labeled(test))["f1"]
-    return {"span_f1": span_f1, "fit_s": fit_s, "fit_cpu_s": fit_cpu_s}
+    log = crf.training_log_
+    return {
+        "span_f1": span_f1, "fit_s": fit_s, "fit_cpu_s": fit_cpu_s,
+        "iterations": int(log.last_iteration["num"]),
+        "evaluations": sum(int(i.get("linesearch_trials", 1)) for i in log.iterations),
+        "loss": float(log.last_iteration.get("loss", float("nan"))),
+    }
+
+
+def _convergence(
+    train: Path, dev: Path, test: Path, work: Path, specs: list[str], lbfgs_max_iter: int,
+    cap: int, repeats: int, threads: int, quick: bool, precision: str | None = None,
+    peers: bool = True,
+) -> list[dict[str, Any]]:
+    """``configs/tagger.yaml`` trained to each tolerance (``specs``: ``TOL`` or ``TOL:K``, K
+    L-BFGS iterations per epoch, default ``lbfgs_max_iter``), beside sklearn-crfsuite at 100
+    iterations and to its own convergence; medians of ``repeats`` alternating runs."""
+    peer_iterations = 30 if quick else 100
+    runs: dict[str, list[dict[str, Any]]] = {}
+    settings: dict[str, dict[str, Any]] = {}
+    for r in range(repeats):
+        for spec in specs:
+            tol_text, _, k_text = spec.partition(":")
+            tol, k = float(tol_text), int(k_text) if k_text else lbfgs_max_iter
+            method = (f"structssl:tagger.yaml+tolerance={tol:g}+lbfgs_max_iter={k}"
+                      + (f"+precision={precision}" if precision else ""))
+            settings[method] = {"tolerance": tol, "lbfgs_max_iter": k, "epoch_cap": cap,
+                                "precision": precision or "config (32-true)"}
+            extra = (f"--model.init_args.tolerance={tol}", f"--model.init_args.lbfgs_max_iter={k}",
+                     *([f"--trainer.precision={precision}"] if precision else []))
+            runs.setdefault(method, []).append(_structssl(
+                train, dev, test, work / f"tol{tol:g}-{k}-{r}", cap, threads, extra=extra))
+            print(method, runs[method][-1], flush=True)
+        peer_runs = ((f"sklearn-crfsuite:{peer_iterations}-iterations", peer_iterations),
+                     ("sklearn-crfsuite:converged", None))
+        for name, iterations in peer_runs:
+            if not peers:
+                break
+            settings[name] = {"max_iterations": iterations, "c2": 1.0,
+                              **({} if iterations else {"delta": 1e-5, "period": 10,
+                                                        "epsilon": 1e-5})}
+            runs.setdefault(name, []).append(_crfsuite(train, test, iterations))
+            print(name, runs[name][-1], flush=True)
+    task = "conll2002-esp/" + ("1000-sentences" if quick else "full")
+    name = "own_data_convergence" + ("_quick" if quick else "")
+    metrics = [("span_f1", "span_f1", "%", True), ("fit_cpu_time", "fit_cpu_s", "s", False),
+               ("fit_time", "fit_s", "s", False), ("iterations", "iterations", "count", False),
+               ("evaluations", "evaluations", "count", False), ("epochs", "epochs", "count", False)]
+    records = []
+    for method, results in runs.items():
+        for metric, key, unit, higher in metrics:
+            values = [x[key] * (100 if metric == "span_f1" else 1) for x in results if key in x]
+            if not values:
+                continue
+            extra_fields: dict[str, Any] = {"runs": [round(v, 3) for v in values],
+                                            **settings[method]}
+            if metric == "iterations":
+                extra_fields.update({k: [x.get(k) for x in results] for k in
+                                     ("objective", "relative_decrease", "relative_decreases",
+                                      "loss") if k in results[0]})
+            extra_fields["commit"] = git_commit()
+            records.append(record(name, task, method, metric, statistics.median(values), unit,
+                                  higher, len(values), **extra_fields))
+    return records
 
 
 def main() -> None:
@@ -254,6 +355,19 @@ def main() -> None:
                         "(--num_threads; default 1, as CRFsuite)")
     parser.add_argument("--evaluation", action="store_true", help="only the time per "
                         "objective+gradient evaluation (one thread)")
+    parser.add_argument("--converge", nargs="+", default=None, metavar="TOL[:K]",
+                        help="train configs/tagger.yaml to convergence with each tolerance "
+                        "(K: L-BFGS iterations per epoch, default --lbfgs-max-iter), beside "
+                        "sklearn-crfsuite at 100 iterations and converged")
+    parser.add_argument("--precision", default=None, help="--converge: the structssl runs' "
+                        "--trainer.precision (e.g. 64-true; default the config's)")
+    parser.add_argument("--no-peers", action="store_true", help="--converge: skip "
+                        "sklearn-crfsuite")
+    parser.add_argument("--append", action="store_true", help="--converge: add the records "
+                        "to the JSON file's (replacing those of the same method)")
+    parser.add_argument("--lbfgs-max-iter", type=int, default=10, help="--converge: L-BFGS "
+                        "iterations per epoch (the period of the tolerance test)")
+    parser.add_argument("--cap", type=int, default=100, help="--converge: epoch cap")
     args = parser.parse_args()
     try:
         folder = resolve_data_dir() / "conll2002"
@@ -267,6 +381,29 @@ def main() -> None:
             train = _subset(train, work / "train.conll", 1000)
             dev = _subset(dev, work / "dev.conll", 300)
             test = _subset(test, work / "test.conll", 300)
+        if args.converge:
+            records = _convergence(train, dev, test, work, args.converge, args.lbfgs_max_iter,
+                                   args.cap, args.repeats, args.threads, args.quick,
+                                   args.precision, not args.no_peers)
+            name = "own_data_convergence" + ("_quick" if args.quick else "")
+            old = RESULTS / f"{name}.json"
+            if args.append and old.is_file():
+                new = {r["method"] for r in records}
+                records = [r for r in json.loads(old.read_text())["records"]
+                           if r["method"] not in new] + records
+            path = write_results(name, header(
+                torch.device("cpu"), "quick" if args.quick else "full",
+                note=f"configs/tagger.yaml to convergence (--model.init_args.tolerance, "
+                f"lbfgs_max_iter {args.lbfgs_max_iter}, epoch cap {args.cap}) vs "
+                f"sklearn-crfsuite (c2 = 1) at 100 iterations and to its own convergence; "
+                f"medians of {args.repeats} alternating run(s) (each record's commit and "
+                "settings are its own; --append merges runs); fit wall clock and process CPU "
+                f"time, structssl {args.threads} thread(s), CRFsuite 1; shared machine (2 "
+                "cores, other jobs running): CPU times are the steadier numbers"), records)
+            for r in records:
+                print(f"{r['method']:<40} {r['metric']:<13} {r['value']:>9.2f} {r['unit']}")
+            print(f"wrote {path}")
+            return
         if args.evaluation:
             records = _per_evaluation(train, 3 if args.quick else 7, 20 if args.quick else 100,
                                       5 if args.quick else 20)

@@ -769,8 +769,8 @@ class StructuredModule(pl.LightningModule):
             where += (f" after {track['iterations']} L-BFGS iterations "
                       f"({track['evaluations']} evaluations)")
         test = (
-            "L-BFGS stopped before lbfgs_max_iter by its own tolerances"
-            if reason == "lbfgs" else f"relative decrease {decrease:.3g} < tolerance {self.tolerance:g}"
+            "L-BFGS stopped before lbfgs_max_iter by its own tolerances" if reason == "lbfgs"
+            else f"relative decrease {decrease:.3g} < tolerance {self.tolerance:g}"
         )
         rank_zero_info(
             f"{type(self).__name__} converged at {where}: objective {objective:.6g}, {test}"
