@@ -59,6 +59,12 @@ METHODS: dict[str, tuple[str, list[str]]] = {
     "tsvm+clusters": ("tagger_ssl.yaml", []),
     # nabla-TSVM without the learned features
     "tsvm": ("tagger_ssl.yaml", ["--data.word_clusters=null"]),
+    # the other semi-supervised procedures on the same features, CRF likelihood on the labeled
+    # sentences: label switching with NER constraints (seed 003), Gamma-SSVM by CCCP with NER
+    # constraints (seed 000), nabla-coSVM over two views (thesis OP 7.5)
+    "ls+clusters": ("tagger_ssl_label_switching.yaml", []),
+    "cccp+clusters": ("tagger_ssl_cccp.yaml", []),
+    "cosvm+clusters": ("tagger_ssl_cosvm.yaml", []),
 }
 
 
@@ -72,8 +78,19 @@ def method_name(name: str) -> str:
 C_GRID = (1.0, 10.0, 100.0)
 
 
-#: nabla-TSVM keeps the C its base CRF chose on dev in the same draw (C_u is the config's)
-BASE_OF = {"tsvm+clusters": "clusters", "tsvm": "supervised"}
+#: a semi-supervised method keeps the C its base CRF chose on dev in the same draw (C_u is the
+#: config's)
+BASE_OF = {"tsvm+clusters": "clusters", "tsvm": "supervised", "ls+clusters": "clusters",
+           "cccp+clusters": "clusters", "cosvm+clusters": "clusters"}
+
+
+def c_argument(name: str, c: float, args: argparse.Namespace) -> str:
+    """The CLI override that sets a method's labeled weight to ``c`` in the convention of
+    :class:`~structssl.training.modules.StructuredModule` (``C mean_i l_i``); CCCPModule
+    weighs ``(C1 / n) mean_i l_i`` (seed 000's unnormalised sum), so ``C1 = C n``."""
+    if METHODS[name][0] == "tagger_ssl_cccp.yaml":
+        return f"--model.init_args.C1={c * args.labeled}"
+    return f"--model.init_args.C={c}"
 
 
 def select_on_dev(name: str, args: argparse.Namespace, seed: int,
@@ -95,7 +112,7 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int, c: float) -> di
     from structssl.training.checkpointing import BestCheckpoint
 
     config, extra = METHODS[name]
-    extra = [*extra, f"--model.init_args.C={c}"]
+    extra = [*extra, c_argument(name, c, args)]
     data = args.data / "conll2002"
     with tempfile.TemporaryDirectory() as run_dir:
         argv = [
@@ -179,6 +196,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data", type=Path, default=Path(
         os.environ.get("STRUCTSSL_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")))
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--merge", action="store_true",
+                   help="keep the other methods' draws already in the output JSON (a method "
+                        "run now replaces its own)")
     args = p.parse_args(argv)
     if args.quick:
         args.seeds = args.seeds[:1] if args.seeds != [0, 1, 2, 3, 4] else [0]
@@ -187,13 +207,14 @@ def main(argv: list[str] | None = None) -> None:
     warnings.filterwarnings("ignore")
     for name in ("pytorch_lightning", "lightning", "lightning.pytorch"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    rows: dict[str, list[dict[str, float]]] = {}
     out = args.out or (Path(__file__).resolve().parent / "results" /
                        (f"{BENCH}_quick.json" if args.quick else f"{BENCH}.json"))
+    rows = load_rows(out) if args.merge and out.exists() else {}
     for name in args.only or [*METHODS, "crfsuite"]:
+        rows.pop(name, None)
         for seed in args.seeds:
-            base = rows.get(BASE_OF.get(name, ""))
-            grid = [base[len(rows.get(name, []))]["C"]] if base else None
+            base = {r["seed"]: r["C"] for r in rows.get(BASE_OF.get(name, ""), [])}
+            grid = [base[seed]] if seed in base else None
             res = crfsuite_on_draw(args, seed) if name == "crfsuite" else select_on_dev(
                 name, args, seed, grid)
             rows.setdefault(name, []).append({**res, "seed": seed})
@@ -202,6 +223,32 @@ def main(argv: list[str] | None = None) -> None:
             # after every draw: a stopped run leaves the draws it finished
             write_results(BENCH, *collect(rows, args), out)
     print("wrote", out)
+
+
+#: the per-draw keys of a method's results, as named in the JSON records by :func:`collect`
+_KEYS = ("dev_f1", "test_f1", "test_precision", "test_recall", "test_entity_fraction", "wall_s", "C")
+
+
+def _metric(key: str) -> str:
+    return key.replace("test_", "test/").replace("dev_", "dev/")
+
+
+def load_rows(path: Path) -> dict[str, list[dict[str, float]]]:
+    """The per-draw results of every method in a JSON written by :func:`collect` (the
+    inverse of its per-draw records), to merge a run of some methods into it."""
+    import json
+
+    names = {method_name(name): name for name in [*METHODS, "crfsuite"]}
+    rows: dict[str, dict[int, dict[str, float]]] = {}
+    for rec in json.loads(path.read_text())["records"]:
+        name = names.get(rec["method"])
+        key = next((k for k in _KEYS if _metric(k) == rec["metric"]), None)
+        if name is None or key is None:
+            continue
+        for seed, value in zip(rec["seeds"], rec["per_seed"]):
+            rows.setdefault(name, {}).setdefault(int(seed), {"seed": int(seed)})[key] = value
+    return {name: [{"test_entity_fraction": float("nan"), **r} for r in by_seed.values()]
+            for name, by_seed in rows.items()}
 
 
 def collect(rows: dict[str, list[dict[str, float]]],
@@ -218,18 +265,15 @@ def collect(rows: dict[str, list[dict[str, float]]],
         how = (f"configs/{config} {' '.join(extra_args)}".strip() if config else
                "sklearn-crfsuite, tagger.yaml's features, c2 = 1 / (2 C) with C on dev from "
                f"{args.c_grid}")
-        for key, unit, better in (
-            ("dev_f1", "%", True), ("test_f1", "%", True), ("test_precision", "%", True),
-            ("test_recall", "%", True), ("test_entity_fraction", "%", None), ("wall_s", "s", False),
-            ("C", "", None),
-        ):
+        for key, unit, better in zip(_KEYS, ("%", "%", "%", "%", "%", "s", ""),
+                                     (True, True, True, True, None, False, None)):
             vals = [r[key] for r in runs]
             if any(v != v for v in vals):  # not measured (the peer's entity fraction)
                 continue
             extra = {"std": round(statistics.stdev(vals), 4)} if len(vals) > 1 else {}
             records.append(record(
-                BENCH, task, method_name(name), key.replace("test_", "test/").replace(
-                    "dev_", "dev/"), statistics.mean(vals), unit, better, len(vals),
+                BENCH, task, method_name(name), _metric(key), statistics.mean(vals), unit,
+                better, len(vals),
                 seeds=seeds, per_seed=[round(v, 4) for v in vals], config=how, **extra,
             ))
         paired = [(r, base[r["seed"]]) for r in runs if r["seed"] in base]

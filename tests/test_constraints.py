@@ -462,3 +462,37 @@ def test_bad_calls():
         ConstraintSet([make("consecutive")]).features(None, torch.tensor([1]), C)
     with pytest.raises(TypeError, match="hard must be a bool"):
         AtMostOnce("a", hard="yes")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- label patterns
+_SCHEME_NAMES = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC", "L-ORG", "U-ORG"]
+
+
+def test_label_patterns_expand_over_the_bound_tag_set():
+    """``fnmatch`` patterns resolve to every matching name in label order, each once, mixed
+    with plain names; the same configuration binds to BIO and BIOES tag sets."""
+    inside = WordLabels(labels=["O", "[!BSU]-*", "O"], pattern="[a-z].*", lowercase=False)
+    assert inside.bind(_SCHEME_NAMES).indices == [0, 2, 4, 5, 7]
+    assert inside.bind(["O", "B-X", "I-X"]).indices == [0, 2]
+    assert LabelProportion(label="B-*", target=0.1).bind(_SCHEME_NAMES).indices == [1, 3]
+    assert ConsecutiveFields(labels=["*-LOC"]).bind(_SCHEME_NAMES).indices == [3, 4, 5, 6]
+    # a name that looks like a pattern is taken literally when it is a label
+    assert WordLabels(labels=["[x]"], words=["a"]).bind(["O", "[x]", "x"]).indices == [1]
+
+
+def test_label_pattern_matching_nothing_is_an_error_naming_the_labels():
+    con = WordLabels(labels=["X-*"], words=["a"])
+    with pytest.raises(ValueError, match=r"pattern 'X-\*' matches no label of \['O', 'B-PER'"):
+        con.bind(_SCHEME_NAMES)
+
+
+def test_label_pattern_constraint_counts_like_the_explicit_list():
+    """A pattern and the explicit list it expands to give the same counts on every labeling."""
+    names = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    tokens = [["ana", "Vive", "en", "la", "Paz"]]
+    lengths = torch.tensor([5])
+    by_pattern = WordLabels(labels=["O", "I-*"], pattern="[a-z].*", lowercase=False).bind(names)
+    explicit = WordLabels(labels=["O", "I-PER", "I-LOC"], pattern="[a-z].*", lowercase=False).bind(names)
+    for labels in itertools.product(range(len(names)), repeat=5):
+        y = torch.tensor([labels])
+        assert torch.equal(by_pattern.counts(y, lengths, tokens), explicit.counts(y, lengths, tokens))

@@ -15,6 +15,7 @@ import torch
 
 pytest.importorskip("pytorch_lightning")
 
+from structssl.cli import cli_main  # noqa: E402
 from structssl.cli import main as _main  # noqa: E402
 from structssl.data import CoNLLDataModule  # noqa: E402
 from structssl.data.tag_schemes import detect_scheme, from_bio, to_bio  # noqa: E402
@@ -287,6 +288,103 @@ def test_chunked_transductive_objective_equals_one_batch(tmp_path: Path) -> None
                                   balance_weight=1.0).supports_chunks
 
 
+def test_chunked_cosvm_objective_equals_one_batch(tmp_path: Path) -> None:
+    """nabla-coSVM with a per-view CRF labeled loss (configs/tagger_ssl_cosvm.yaml) on length
+    chunks of two-view batches: the value and gradient of the padded batches; its labeled
+    term is the CRF likelihood of the joint potentials."""
+    from structssl.data import length_chunks
+    from structssl.losses import CRFNLLLoss, NablaCoSVMLoss
+    from structssl.scorers import LinearChainScorer, TwoViewScorer
+    from structssl.structures import LinearChain
+    from structssl.training import CoTrainingModule
+
+    rng = random.Random(5)
+    sentences = [_sentence(rng) for _ in range(50)]
+    _write(tmp_path / "t.conll", sentences[:20])
+    _write(tmp_path / "u.txt", sentences[20:], tags=False)
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         unlabeled_file=str(tmp_path / "u.txt"), two_view=True)
+    dm.setup()
+    torch.manual_seed(0)
+    views = [LinearChainScorer(factored=True, init_std=0.3) for _ in range(2)]
+    model = CoTrainingModule(LinearChain(), TwoViewScorer(*views), NablaCoSVMLoss(),
+                             labeled_loss=CRFNLLLoss(), Cu=0.7, num_labeled=20, num_unlabeled=30)
+    model.adopt_sizes(dm.model_sizes())
+    model.double()
+    assert model.supports_chunks
+    model.manual_backward = lambda loss: loss.backward()  # type: ignore[method-assign]
+    labeled, unlabeled = dm.splits["labeled"], dm.splits["unlabeled"]
+    batch = dm.collate(labeled)
+    pot = model.potentials(batch)
+    nll = CRFNLLLoss()
+    expected = nll(model.structure, pot.joint, batch["labels"], batch["lengths"])
+    torch.testing.assert_close(model.labeled_term(batch), expected)
+    whole = model.backward_objective({"labeled": batch, "unlabeled": dm.collate(unlabeled)})
+    assert whole.unlabeled_loss.item() > 0
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    chunks = {name: [dm.collate(c) for c in length_chunks(part, 40)]
+              for name, part in (("labeled", labeled), ("unlabeled", unlabeled))}
+    assert len(chunks["unlabeled"]) > 3
+    parts = model.backward_objective(chunks)
+    torch.testing.assert_close(parts.objective, whole.objective.detach())
+    torch.testing.assert_close(parts.unlabeled_loss, whole.unlabeled_loss.detach())
+    for p, g in zip(model.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+    with pytest.raises(TypeError, match="labeled_loss must be an nn.Module; got str"):
+        CoTrainingModule(LinearChain(), TwoViewScorer(*views), labeled_loss="crf")  # type: ignore[arg-type]
+
+
+def test_chunked_cccp_objective_equals_one_batch(tmp_path: Path) -> None:
+    """Gamma-SSVM (CCCP, closed-form v) with the tag-set-agnostic constraints of
+    configs/tagger_ssl_cccp.yaml on length chunks: each unlabeled chunk keeps its own
+    linearisation point, and value and gradient equal those of the padded batches."""
+    from structssl.constraints import ConstraintSet, WordLabels
+    from structssl.data import length_chunks
+    from structssl.losses import CRFNLLLoss
+    from structssl.scorers import LinearChainScorer
+    from structssl.structures import LinearChain
+    from structssl.training.cccp import CCCPModule
+
+    rng = random.Random(6)
+    sentences = [_sentence(rng) for _ in range(50)]
+    _write(tmp_path / "t.conll", sentences[:20])
+    _write(tmp_path / "u.txt", sentences[20:], tags=False)
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         unlabeled_file=str(tmp_path / "u.txt"))
+    dm.setup()
+    constraints = ConstraintSet([
+        WordLabels(labels=["O", "[!BSU]-*"], pattern="[a-z0-9].*", lowercase=False),
+        WordLabels(labels=["O"], pattern=r"[^\w]+", lowercase=False),
+    ]).bind(list(dm.tags))
+    torch.manual_seed(0)
+    model = CCCPModule(LinearChain(), LinearChainScorer(factored=True, init_std=0.3), constraints,
+                       loss=CRFNLLLoss(), C1=20.0, C2=5.0, num_labeled=20, num_unlabeled=30)
+    model.adopt_sizes(dm.model_sizes())
+    model.setup("validate")
+    model.double()
+    assert model.supports_chunks
+    model.manual_backward = lambda loss: loss.backward()  # type: ignore[method-assign]
+    labeled, unlabeled = dm.splits["labeled"], dm.splits["unlabeled"]
+    whole_u = dm.collate(unlabeled)
+    point = model.constraint_guided_labels(whole_u)
+    whole = model._evaluate({"labeled": dm.collate(labeled), "unlabeled": whole_u}, 0, point)
+    assert whole.unlabeled_loss.item() > 0
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    chunks = {name: [dm.collate(c) for c in length_chunks(part, 40)]
+              for name, part in (("labeled", labeled), ("unlabeled", unlabeled))}
+    assert len(chunks["unlabeled"]) > 3
+    points = [model.constraint_guided_labels(c) for c in chunks["unlabeled"]]
+    parts = model._evaluate(chunks, 0, points)
+    torch.testing.assert_close(parts.objective, whole.objective.detach())
+    torch.testing.assert_close(parts.unlabeled_loss, whole.unlabeled_loss.detach())
+    for p, g in zip(model.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
+    # v as a parameter per example, or the labeling formulation: one batch
+    assert not CCCPModule(LinearChain(), LinearChainScorer(), formulation="labeling").supports_chunks
+
+
 # ------------------------------------------------------------------------------ end to end
 def test_fit_writes_fixed_name_checkpoints(run_dir: Path) -> None:
     assert (run_dir / "checkpoints" / "best.ckpt").is_file()
@@ -464,3 +562,47 @@ def test_label_switching_runs_on_tagging_data(corpus: dict[str, Any], tmp_path: 
             f"--data.unlabeled_file={root / 'UNLABELED.txt'}", "--data.unlabeled_batch_size=4",
             f"--trainer.default_root_dir={tmp_path / 'run2'}",
         ])
+
+
+_SSL_CONFIGS = {
+    # config -> (the option that ends the supervised start, the procedure's class)
+    "tagger_ssl_label_switching.yaml": ("supervised_epochs", "LabelSwitchingModule"),
+    "tagger_ssl_cccp.yaml": ("supervised_epochs", "CCCPModule"),
+    "tagger_ssl_cosvm.yaml": ("warm_start_epochs", "CoTrainingModule"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SSL_CONFIGS))
+def test_semi_supervised_configs_on_a_tag_set_never_seen(
+    corpus: dict[str, Any], tmp_path: Path, name: str
+) -> None:
+    """The alternatives to configs/tagger_ssl.yaml train as the README says on a tag set they
+    were not written for (DRUG / DOSE): their constraints' tag patterns bind to it, the
+    unlabeled part enters after the supervised start, and the model tags new text."""
+    root = corpus["root"]
+    option, procedure = _SSL_CONFIGS[name]
+    out = tmp_path / "run"
+    with mock.patch("sys.argv", ["structssl"]):
+        cli = cli_main([
+            "fit", f"--config={CONFIG.parent / name}", f"--data.train_file={root / 'TRAIN.conll'}",
+            f"--data.dev_file={root / 'DEV.conll'}", f"--data.unlabeled_file={root / 'UNLABELED.txt'}",
+            f"--trainer.default_root_dir={out}", "--trainer.max_epochs=3",
+            f"--model.init_args.{option}=1", "--model.init_args.lbfgs_max_iter=5",
+            "--data.word_clusters=[2, 4]", "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false", "--num_threads=1",
+        ])
+    model = cli.model
+    assert type(model).__name__ == procedure
+    metrics = cli.trainer.callback_metrics
+    if procedure == "CCCPModule":  # linearised at the constraint-guided taggings (0 when all hold)
+        assert "train/cccp_objective" in metrics and float(metrics["train/cccp_outer"]) == 1
+    else:
+        assert float(metrics["train/unlabeled_loss"]) > 0
+    if procedure != "CoTrainingModule":  # constraints bound to the file's tags by pattern
+        bound = model._bound if procedure == "CCCPModule" else model.constraints
+        assert bound.label_names == tuple(cli.datamodule.tags)
+        lower = next(iter(bound))
+        inside = {t for t in cli.datamodule.tags if t == "O" or t.startswith("I-")}
+        assert {bound.label_names[i] for i in lower.indices} == inside and "I-DRUG" in inside
+    tagged = Tagger.load(out).tag([["Tomar", "aspirina", "10mg"]])
+    assert len(tagged[0]) == 3

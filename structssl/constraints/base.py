@@ -5,7 +5,8 @@ both as feature maps linear in the parts where they are."""
 from __future__ import annotations
 
 import copy
-from typing import Literal, Optional, Sequence
+import fnmatch
+from typing import Iterable, Literal, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -42,6 +43,11 @@ class Constraint:
     penalty is always ``weight * violation``: a subclass with another violation overrides
     :meth:`violation_from_counts` only. A constraint about a list of labels calls
     :meth:`_set_labels` in its constructor; ``bind`` then resolves them into ``indices``.
+
+    Label specs are names, indices, or shell-style patterns over the names (``fnmatch``: ``*``,
+    ``?``, ``[seq]``, ``[!seq]``), so that one configuration fits any tag set of a scheme:
+    ``"B-*"`` is every label that begins an entity in BIO, ``"[!BSU]-*"`` every label inside
+    or ending one in BIO / BIOES / BILOU. A pattern that matches no label is an error at bind.
     """
 
     level: Literal["instance", "corpus"] = "instance"
@@ -122,10 +128,28 @@ class Constraint:
             )
         return self.label_names.index(spec)
 
+    def _indices(self, spec: LabelSpec) -> list[int]:
+        """The indices of one spec: a name or index (one), or a pattern (every matching
+        name, in label order).
+
+        Raises:
+            ValueError: an unknown name, an index out of range, a pattern matching no label.
+        """
+        assert self.label_names is not None
+        if isinstance(spec, str) and spec not in self.label_names and any(ch in spec for ch in "*?["):
+            hits = [i for i, label in enumerate(self.label_names) if fnmatch.fnmatchcase(label, spec)]
+            if not hits:
+                raise ValueError(
+                    f"{self.name}: the pattern {spec!r} matches no label of {list(self.label_names)}"
+                )
+            return hits
+        return [self._index(spec)]
+
     def _resolve(self) -> None:
-        """Resolve the label specs into ``indices`` (subclasses with other specs override)."""
+        """Resolve the label specs into ``indices`` (patterns expanded, duplicates dropped;
+        subclasses with other specs override)."""
         if self.labels is not None:
-            self.indices = [self._index(s) for s in self.labels]
+            self.indices = _unique(i for s in self.labels for i in self._indices(s))
 
     def _label_hits(self, labels: Tensor, lengths: Tensor) -> Tensor:
         """(B, N) bool: the token carries one of ``indices`` (False on padding)."""
@@ -297,3 +321,7 @@ class Constraint:
     def __repr__(self) -> str:
         return f"{self.name}[{self.level}, {'hard' if self.hard else 'soft'}, weight={self.weight}]"
 
+
+def _unique(indices: Iterable[int]) -> list[int]:
+    """The indices in first-seen order, each once."""
+    return list(dict.fromkeys(indices))

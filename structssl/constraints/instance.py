@@ -9,7 +9,7 @@ from typing import Literal, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from structssl.constraints.base import Constraint
+from structssl.constraints.base import Constraint, _unique
 from structssl.constraints.labelings import (
     LabelSpec,
     Tokens,
@@ -393,7 +393,7 @@ class ConsecutiveFields(Constraint):
 
     def _resolve(self) -> None:
         specs = self.labels if self.labels is not None else list(range(self.num_labels))
-        self.indices = [self._index(s) for s in specs]
+        self.indices = _unique(i for s in specs for i in self._indices(s))
 
     def _counts(self, labels, lengths, tokens):
         runs = runs_per_label(labels, lengths, self.num_labels)[:, self.indices]

@@ -391,7 +391,7 @@ class CCCPModule(StructuredModule):
             self.boundary_transition = nn.Parameter(torch.zeros(c, c)) if punct else None
         self.v_store = nn.ParameterDict()
         self._bound: Optional[ConstraintSet] = None
-        self._linearized: dict[Any, Tensor] = {}
+        self._linearized: dict[Any, Any] = {}
         self._lin_outer = -1
         self._outer_values: list[float] = []
         self._pending: Optional[float] = None
@@ -531,6 +531,48 @@ class CCCPModule(StructuredModule):
     def objective_terms(self, batch: Batch) -> ObjectiveTerms:
         return self._objective(batch, 0, None)
 
+    @property
+    def supports_chunks(self) -> bool:  # type: ignore[override]
+        """Full batches chunk by chunk (see :attr:`StructuredModule.supports_chunks`) in the
+        transductive formulation with ``v`` in closed form, where ``J`` is a sum over the
+        labeled and over the unlabeled examples (each chunk keeps its own linearisation
+        point); the parameter mode's ``v`` and the labeling formulation take one batch."""
+        return self.formulation == "transductive" and self.v_mode == "closed_form"
+
+    def labeled_term(self, batch: Batch) -> Tensor:
+        pot = self.potentials(batch)
+        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
+
+    def _evaluate(self, batch: Batch, batch_idx: int, guided: Any) -> ObjectiveTerms:
+        """``J`` with the concave part linearised at ``guided`` (labels (B, N), or one per
+        unlabeled chunk), its gradient accumulated: in one piece, or chunk by chunk when a
+        part is a list of chunks (:attr:`supports_chunks`; the same value and gradient)."""
+        labeled, unlabeled = self._split(batch)
+        if not isinstance(labeled, list) and not isinstance(unlabeled, list):
+            terms = self._objective(batch, batch_idx, guided)
+            self.manual_backward(terms.objective)
+            return terms
+        n, _ = self.dataset_sizes()
+        norm = self.weight_norm_squared()
+        self.manual_backward(norm / (2 * n))
+        hinge = self._backward_chunks(labeled, self.labeled_term, self.C1 / n).to(norm.dtype)
+        objective = norm.detach() / (2 * n) + self.C1 / n * hinge
+        u_value = torch.zeros_like(objective)
+        self._last_uncertified = 0
+        if unlabeled is not None and self.current_epoch >= self.supervised_epochs:
+            chunks = unlabeled if isinstance(unlabeled, list) else [unlabeled]
+            points = guided if isinstance(guided, list) else [guided] * len(chunks)
+            at = {id(chunk): point for chunk, point in zip(chunks, points)}
+
+            def term(chunk: Batch) -> Tensor:
+                value, uncertified = self.constraint_term(chunk, at[id(chunk)])
+                self._last_uncertified += uncertified
+                return value
+
+            u_value = self._backward_chunks(chunks, term, self.C2 / n).to(norm.dtype)
+            objective = objective + self.C2 / n * u_value
+        return ObjectiveTerms(objective, norm.detach(), hinge, u_value)
+
     def _objective(self, batch: Batch, batch_idx: int, guided: Optional[Tensor]) -> ObjectiveTerms:
         labeled, unlabeled = self._split(batch)
         if self.formulation == "labeling":
@@ -606,8 +648,9 @@ class CCCPModule(StructuredModule):
         d = _width(features, nonlinear, pot)
         return features, nonlinear, d, self._targets(batch, d, pot.dtype)
 
-    def _linearization(self, batch: Batch, batch_idx: int) -> Optional[Tensor]:
-        """The constraint-guided labels of the current outer iteration (cached, no grad)."""
+    def _linearization(self, batch: Batch, batch_idx: int) -> Any:
+        """The constraint-guided labels of the current outer iteration (cached, no grad): a
+        (B, N) tensor, or a list of them for an unlabeled part given as chunks."""
         if self.current_epoch < self.supervised_epochs:
             return None
         outer = self._outer()
@@ -622,6 +665,10 @@ class CCCPModule(StructuredModule):
             unlabeled = labeled
         if unlabeled is None:
             return None
+        if isinstance(unlabeled, list):  # chunks (closed-form v: no initialisation of v)
+            points = [self.constraint_guided_labels(chunk) for chunk in unlabeled]
+            self._linearized[key] = points
+            return points
         with torch.no_grad():
             pot_u = self.potentials(unlabeled)
             assert isinstance(pot_u, Tensor)
@@ -647,8 +694,7 @@ class CCCPModule(StructuredModule):
 
         def closure() -> Tensor:
             opt.zero_grad()
-            terms = self._objective(batch, batch_idx, guided)
-            self.manual_backward(terms.objective)
+            terms = self._evaluate(batch, batch_idx, guided)
             if "first" not in last:
                 last["first"] = terms
             last["terms"] = terms
@@ -657,8 +703,9 @@ class CCCPModule(StructuredModule):
         for _ in range(self.steps_per_batch):
             opt.step(closure=closure)
         terms = last["terms"]
-        labeled, unlabeled = self._split(batch)
-        size = int(labeled["inputs"].shape[0])
+        labeled, _ = self._split(batch)
+        chunks = labeled if isinstance(labeled, list) else [labeled]
+        size = sum(int(chunk["inputs"].shape[0]) for chunk in chunks)
         log = dict(on_step=False, on_epoch=True, batch_size=size)
         self.log("train/objective", terms.objective.detach(), prog_bar=True, **log)
         self.log("train/labeled_loss", terms.labeled_loss.detach(), **log)
@@ -673,7 +720,8 @@ class CCCPModule(StructuredModule):
                 self.trainer.should_stop = True
             self._outer_values.append(value)
         with torch.no_grad():
-            self.train_metrics.update(self.decode(labeled), labeled["labels"], lengths=labeled.get("lengths"))
+            for chunk in chunks:
+                self.train_metrics.update(self.decode(chunk), chunk["labels"], lengths=chunk.get("lengths"))
         return terms.objective.detach()
 
     @property
@@ -682,5 +730,4 @@ class CCCPModule(StructuredModule):
         return list(self._outer_values)
 
     def eval_loss(self, batch: Batch) -> Tensor:
-        pot = self.potentials(batch)
-        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
+        return self.labeled_term(batch)
