@@ -279,7 +279,7 @@ def run_citations(args: argparse.Namespace, res: Results) -> None:
                     BENCH, f"citations_N{N}", f"structssl:{method}", "token_accuracy",
                     statistics.fmean(values), "%", True, len(values),
                     std=statistics.stdev(values) if len(values) > 1 else 0.0, per_subset=values,
-                    subsets=subsets[: len(values)], hyperparameters=chosen.get(method), paper=paper,
+                    subsets=subsets[: len(values)], hyperparameters=chosen.get(method), paper_value=paper,
                     paper_source="seed 000 Table 1",
                 ))
         res.add(record(BENCH, f"citations_N{N}", "paper:codl-I", "token_accuracy",
@@ -323,7 +323,7 @@ def run_ocr(args: argparse.Namespace, res: Results) -> None:
             res.add(record(
                 BENCH, "ocr_letters", f"structssl:{method}", "char_accuracy", statistics.fmean(vals), "%",
                 True, len(vals), std_error=se, per_fold=vals, folds=list(range(len(vals))),
-                paper=PAPER_OCR[method][0], paper_std_error=PAPER_OCR[method][1],
+                paper_value=PAPER_OCR[method][0], paper_std_error=PAPER_OCR[method][1],
                 paper_source="seed 000 Table 3", cccp_log_last_fold=log or None,
             ))
 

@@ -157,17 +157,44 @@ def _fmt(value: Any) -> str:
     return "–" if value is None else str(value)
 
 
+def paper_value(rec: dict[str, Any]) -> Optional[float]:
+    """The published number a record reproduces (``paper_value``), or None."""
+    value = rec.get("paper_value")
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    return float(value) if ok else None
+
+
+def within_paper(rec: dict[str, Any], points: float = 2.0) -> Optional[bool]:
+    """Whether a reproduced cell is within ``points`` of its paper value or better (in the
+    record's ``higher_is_better`` direction); None for a record without a paper value."""
+    paper, value = paper_value(rec), rec.get("value")
+    if paper is None:
+        return None
+    if not isinstance(value, (int, float)) or value != value:
+        return False
+    shortfall = paper - value if rec.get("higher_is_better", True) is not False else value - paper
+    return shortfall <= points
+
+
 def markdown_table(records: list[dict[str, Any]], metric: str) -> str:
-    """A task x method table of one metric (median time or memory)."""
+    """A task x method table of one metric (median time or memory); a cell that reproduces a
+    published number shows it beside ours: ``ours (paper)``."""
     rows = [r for r in records if r["metric"] == metric]
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    cell = {(r["task"], r["method"]): r["value"] for r in rows}
+    cell = {(r["task"], r["method"]): r for r in rows}
     unit = rows[0]["unit"] if rows else ""
-    lines = [f"| task ({metric}, {unit}) | " + " | ".join(methods) + " |",
-             "|---" * (len(methods) + 1) + "|"]
+    papers = any(paper_value(r) is not None for r in rows)
+    lines = [f"| task ({metric}, {unit}{'; paper in parentheses' if papers else ''}) | "
+             + " | ".join(methods) + " |", "|---" * (len(methods) + 1) + "|"]
     for t in tasks:
-        vals = [_fmt(cell.get((t, m))) for m in methods]
+        vals = []
+        for m in methods:
+            rec = cell.get((t, m))
+            text = _fmt(None if rec is None else rec["value"])
+            if rec is not None and paper_value(rec) is not None:
+                text += f" ({_fmt(paper_value(rec))})"
+            vals.append(text)
         lines.append(f"| {t} | " + " | ".join(vals) + " |")
     return "\n".join(lines)
 

@@ -3,7 +3,9 @@
     python benchmarks/report.py
 
 Only the text between ``<!-- tables:begin -->`` and ``<!-- tables:end -->`` is rewritten; the
-rest of the README (targets, analysis) is written by hand. Quick-mode files are skipped.
+rest of the README (targets, analysis) is written by hand. Quick-mode files are skipped. A cell
+that reproduces a published number shows it in parentheses, and the first table counts, per
+file, the cells with a paper value and those within 2 points of it or better.
 """
 
 from __future__ import annotations
@@ -11,24 +13,44 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, markdown_table  # noqa: E402
+from common import RESULTS, markdown_table, within_paper  # noqa: E402
 
 README = Path(__file__).resolve().parent / "README.md"
 BEGIN, END = "<!-- tables:begin -->", "<!-- tables:end -->"
 
 
+def reproduction_summary(files: list[tuple[str, dict[str, Any]]]) -> str:
+    """Per results file: the cells that carry a published number (``paper_value``) and how
+    many are within 2 points of it or better; the issue's count of reproduced cells."""
+    lines = ["| results file | protocol | cells with a paper value | within 2 points or better |",
+             "|---|---|---|---|"]
+    total = close = 0
+    for name, data in files:
+        checks = [within_paper(r) for r in data["records"]]
+        cells = [c for c in checks if c is not None]
+        if not cells:
+            continue
+        total, close = total + len(cells), close + sum(cells)
+        lines.append(f"| `{name}` | {data['header'].get('mode', '')} | {len(cells)} | {sum(cells)} |")
+    lines.append(f"| all | | {total} | {close} |")
+    return "### Reproduced cells beside the papers\n\n" + "\n".join(lines) + "\n"
+
+
 def render() -> str:
-    parts = []
+    files = []
     for path in sorted(RESULTS.glob("*.json")):
         data = json.loads(path.read_text())
+        if data["header"].get("mode") != "quick":
+            files.append((path.name, data))
+    parts = [reproduction_summary(files)]
+    for name, data in files:
         head, records = data["header"], data["records"]
-        if head.get("mode") == "quick":
-            continue
         device = head.get("device_name", head["device"])
         parts.append(
-            f"### `{path.name}`\n\n{device}, torch {head['torch']}, {head['torch_threads']} threads, "
+            f"### `{name}`\n\n{device}, torch {head['torch']}, {head['torch_threads']} threads, "
             f"commit {head['git_commit']}, {head['date']}\n"
         )
         for metric in dict.fromkeys(r["metric"] for r in records):

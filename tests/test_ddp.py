@@ -147,6 +147,15 @@ def build(
 
         model = SupervisedModule(LinearChain(), LinearChainScorer(init_std=0.3), CRFNLLLoss(), **lbfgs)
         return model, _conll(root), [_CountLabeled(str(root))]
+    if name == "tsvm_chunks":  # tagged and untagged CoNLL sentences, both in length chunks
+        assert root is not None
+        from structssl.losses import CRFNLLLoss
+
+        model = TransductiveModule(
+            LinearChain(), LinearChainScorer(factored=True, init_std=0.3), CRFNLLLoss(),
+            NablaTSVMLoss(tau=0.4, rho=5.0), Cu=0.5, **lbfgs,
+        )
+        return model, _conll(root, num_labeled=8), [_CountLabeled(str(root), "unlabeled")]
     if name == "tsvm":
         model = TransductiveModule(
             chain, LinearChainScorer(3, input_dim=4), NablaSVMLoss(epsilon=0.3, rho=5.0),
@@ -177,18 +186,19 @@ def build(
 
 
 class _CountLabeled(pl.Callback):
-    """Writes how many labeled examples (in how many chunks) each rank's first step holds."""
+    """Writes how many examples of ``part`` (in how many chunks) each rank's first step holds."""
 
-    def __init__(self, out: str) -> None:
-        self.out = out
+    def __init__(self, out: str, part: str = "labeled") -> None:
+        self.out, self.part = out, part
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         if trainer.current_epoch == 0 and batch_idx == 0:
-            chunks = batch["labeled"]
+            chunks = batch[self.part]
             sizes = [int(c["inputs"].shape[0]) for c in chunks]
-            where = Path(self.out) / f"chunks.devices{trainer.world_size}.rank{trainer.global_rank}"
+            tag = "chunks" if self.part == "labeled" else f"{self.part}_chunks"
+            where = Path(self.out) / f"{tag}.devices{trainer.world_size}.rank{trainer.global_rank}"
             where.write_text(" ".join(map(str, sizes)))
 
 
@@ -256,8 +266,8 @@ def _run_two_processes(names: list[str], out: Path) -> subprocess.CompletedProce
 
 
 SHARDED = [
-    "supervised", "supervised_chunks", "tsvm", "cotraining", "composite", "composite_tied",
-    "tsvm_plus",
+    "supervised", "supervised_chunks", "tsvm", "tsvm_chunks", "cotraining", "composite",
+    "composite_tied", "tsvm_plus",
 ]
 REFUSING = ["cccp", "label_switching", "codl_plus"]
 
@@ -295,6 +305,17 @@ def test_chunked_full_batch_is_sharded(two_process_runs: tuple[Path, str]) -> No
     ]
     assert sorted(sum(s) for s in sizes) == [11, 12], sizes
     assert all(len(s) > 1 for s in sizes), sizes
+
+
+def test_chunked_unlabeled_part_is_sharded(two_process_runs: tuple[Path, str]) -> None:
+    """nabla-TSVM on tagged + untagged CoNLL sentences: each rank evaluates the length chunks
+    of its own shard of the 15 untagged sentences (the weights equal one process's, above)."""
+    out, log = two_process_runs
+    files = [out / f"unlabeled_chunks.devices2.rank{r}" for r in (0, 1)]
+    assert all(f.is_file() for f in files), log[-4000:]
+    sizes = [[int(v) for v in f.read_text().split()] for f in files]
+    assert sorted(sum(s) for s in sizes) == [7, 8], sizes
+    assert any(len(s) > 1 for s in sizes), sizes
 
 
 @pytest.mark.parametrize("name", REFUSING)
