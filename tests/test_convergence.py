@@ -163,6 +163,24 @@ def test_lbfgs_own_exit_stops_at_the_first_final_epoch() -> None:
     assert trainer.current_epoch == 4
 
 
+def test_first_order_optimisers_stop_on_the_relative_decrease() -> None:
+    """Adam, mini-batches of 8 (3 steps an epoch): J_e is the epoch's mean objective."""
+    torch.manual_seed(0)
+    model = SupervisedModule(
+        LinearChain(3), LinearChainScorer(3, input_dim=4), optimizer="adam", lr=0.05,
+        tolerance=1e-3,
+    )
+    data = SyntheticHMMDataModule(
+        num_train=24, num_labeled=24, num_dev=4, num_test=4, num_states=3, length=6, dim=4,
+        separation=2.0, seed=3, batch_size=8,
+    )
+    trainer = _fit(model, data)
+    info = model.converged
+    assert info is not None and info["reason"] == "relative_decrease"
+    assert info["lbfgs_iterations"] is None and trainer.current_epoch == info["epoch"] + 1 < CAP
+    assert info["relative_decrease"] < 1e-3
+
+
 @pytest.mark.parametrize("tolerance", [1e6, 1e-3])
 def test_no_stop_while_cu_is_annealed(tolerance: float) -> None:
     """nabla-TSVM with a warm start (C_u = 0, epoch 0) and C_u annealed by a callback
