@@ -16,12 +16,13 @@ one thread: structssl ``--num_threads=1``, CRFsuite is single threaded).
     python benchmarks/bench_own_data.py --repeats 3  # medians of 3 alternating runs each
     python benchmarks/bench_own_data.py --edges    # also the command with edge potentials
     python benchmarks/bench_own_data.py --evaluation  # only the time per objective+gradient
-    python benchmarks/bench_own_data.py --converge 1e-5 1e-4  # trained to convergence
+    python benchmarks/bench_own_data.py --converge 1e-5:20 1e-3:10 none --repeats 3
 
 ``--converge TOL [TOL ...]`` runs the same command to convergence: with
-``--model.init_args.tolerance=TOL``, ``--model.init_args.lbfgs_max_iter=K`` (``--lbfgs-max-iter``,
-default 10: TOL is then CRFsuite's ``delta`` over a ``period`` of 10 iterations) and a high
-epoch cap (``--cap``, default 100 epochs), and reports the epochs and L-BFGS iterations and
+``--model.init_args.tolerance=TOL``, ``--model.init_args.lbfgs_max_iter=K`` (``TOL:K``; K
+defaults to ``--lbfgs-max-iter``, 10: TOL is then CRFsuite's ``delta`` over a ``period`` of 10
+iterations; ``none`` runs the config as shipped) and a high epoch cap (``--cap``, default 100
+epochs; ``--precision 64-true`` for float64), and reports the epochs and L-BFGS iterations and
 evaluations it ran (the optimiser state in ``last.ckpt``), fit CPU and wall time and test span
 F1, beside sklearn-crfsuite with 100 iterations and to its own convergence
 (``max_iterations=None``: its defaults ``delta = 1e-5`` over ``period = 10`` iterations and
@@ -292,13 +293,22 @@ def _convergence(
     peers: bool = True,
 ) -> list[dict[str, Any]]:
     """``configs/tagger.yaml`` trained to each tolerance (``specs``: ``TOL`` or ``TOL:K``, K
-    L-BFGS iterations per epoch, default ``lbfgs_max_iter``), beside sklearn-crfsuite at 100
-    iterations and to its own convergence; medians of ``repeats`` alternating runs."""
+    L-BFGS iterations per epoch, default ``lbfgs_max_iter``; ``none``: the config as shipped),
+    beside sklearn-crfsuite at 100 iterations and to its own convergence; medians of
+    ``repeats`` alternating runs."""
     peer_iterations = 30 if quick else 100
     runs: dict[str, list[dict[str, Any]]] = {}
     settings: dict[str, dict[str, Any]] = {}
     for r in range(repeats):
         for spec in specs:
+            if spec == "none":  # the config as shipped, beside them
+                method = "structssl:tagger.yaml"
+                settings[method] = {"tolerance": None, "lbfgs_max_iter": "config (20)",
+                                    "epochs": "config (5)"}
+                runs.setdefault(method, []).append(_structssl(
+                    train, dev, test, work / f"config-{r}", None, threads))
+                print(method, runs[method][-1], flush=True)
+                continue
             tol_text, _, k_text = spec.partition(":")
             tol, k = float(tol_text), int(k_text) if k_text else lbfgs_max_iter
             method = (f"structssl:tagger.yaml+tolerance={tol:g}+lbfgs_max_iter={k}"
@@ -357,8 +367,9 @@ def main() -> None:
                         "objective+gradient evaluation (one thread)")
     parser.add_argument("--converge", nargs="+", default=None, metavar="TOL[:K]",
                         help="train configs/tagger.yaml to convergence with each tolerance "
-                        "(K: L-BFGS iterations per epoch, default --lbfgs-max-iter), beside "
-                        "sklearn-crfsuite at 100 iterations and converged")
+                        "(K: L-BFGS iterations per epoch, default --lbfgs-max-iter; 'none': "
+                        "the config as shipped), beside sklearn-crfsuite at 100 iterations "
+                        "and converged")
     parser.add_argument("--precision", default=None, help="--converge: the structssl runs' "
                         "--trainer.precision (e.g. 64-true; default the config's)")
     parser.add_argument("--no-peers", action="store_true", help="--converge: skip "
