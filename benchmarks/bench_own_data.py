@@ -404,13 +404,13 @@ def main() -> None:
                            if r["method"] not in new] + records
             path = write_results(name, header(
                 torch.device("cpu"), "quick" if args.quick else "full",
-                note=f"configs/tagger.yaml to convergence (--model.init_args.tolerance, "
-                f"lbfgs_max_iter {args.lbfgs_max_iter}, epoch cap {args.cap}) vs "
-                f"sklearn-crfsuite (c2 = 1) at 100 iterations and to its own convergence; "
-                f"medians of {args.repeats} alternating run(s) (each record's commit and "
-                "settings are its own; --append merges runs); fit wall clock and process CPU "
-                f"time, structssl {args.threads} thread(s), CRFsuite 1; shared machine (2 "
-                "cores, other jobs running): CPU times are the steadier numbers"), records)
+                note="configs/tagger.yaml to convergence (--model.init_args.tolerance; each "
+                "record carries its tolerance, lbfgs_max_iter, epoch cap and precision) and as "
+                "shipped vs sklearn-crfsuite (c2 = 1) at 100 iterations and to its own "
+                "convergence; medians of n_runs alternating runs (each record's commit is its "
+                "own: --append merges runs); fit wall clock and process CPU time, structssl "
+                f"{args.threads} thread(s), CRFsuite 1; shared machine (2 cores, other jobs "
+                "running): CPU times are the steadier numbers"), records)
             for r in records:
                 print(f"{r['method']:<40} {r['metric']:<13} {r['value']:>9.2f} {r['unit']}")
             print(f"wrote {path}")
