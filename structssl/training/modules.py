@@ -48,7 +48,9 @@ configured value, in epoch ``e`` and for the relative test in epoch ``e - 1`` to
   batches, a noisy estimate); or
 * L-BFGS ended every step of the epoch before ``lbfgs_max_iter`` iterations by its own tests
   (``torch.optim.LBFGS``'s gradient / change tolerances, not its evaluation budget): the
-  optimum of that objective is reached.
+  optimum of that objective is reached to working precision (in float32 often where the
+  objective stops changing at all: on CoNLL-2002 Spanish before the relative test reaches
+  1e-4, see ``benchmarks/README.md``, "Your own data").
 
 Epochs with a schedule still under way (a ``C`` barrier, a ``C_u`` ramp, ``rho``
 continuation, the supervised warm start's ``C_u = 0``) never stop the run and never serve as
