@@ -124,8 +124,8 @@ class ConstrainedSelfLabelingModule(StructuredModule):
     uses_unlabeled = True
     convergence_refusal = (
         "each round reassigns the pseudo-labels under the corpus constraints and starts a "
-        "fresh L-BFGS run, on seed 004's schedule of rounds; set the rounds with "
-        "trainer.max_epochs and lbfgs_max_iter"
+        "fresh model update, on seed 004's schedule of rounds; set the number of rounds "
+        "with trainer.max_epochs"
     )
 
     def __init__(
