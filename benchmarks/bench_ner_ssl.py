@@ -5,21 +5,25 @@ configs/tagger.yaml`` / ``configs/tagger_ssl.yaml`` with the files and the label
 the command line, through ``structssl.cli.cli_main``); this script only sweeps the labeled draws
 and collects metrics. Each run keeps its best dev (esp.testa) checkpoint and is scored on
 esp.testb next to the supervised CRF of the same labeled draw; the labeled weight ``C`` of every
-method (and the peer's ``c2``) is chosen on dev per draw from ``--c-grid``, except nabla-TSVM's,
-which keeps the ``C`` its base CRF chose in the same draw (listed after it in ``--only``):
+method (and the peer's ``c2``) is chosen on dev per draw from ``--c-grid``, except the
+semi-supervised procedures', which keep the ``C`` their base CRF chose in the same draw
+(:data:`BASE_OF`; the base run before them or already in the JSON with ``--merge``):
 
 - ``supervised``: ``configs/tagger.yaml`` on the labeled sentences alone;
 - ``clusters``: the same CRF with the features learned from the unlabeled sentences (word
   clusters and case profiles, ``--data.word_clusters``), no unlabeled term;
 - ``tsvm+clusters``: ``configs/tagger_ssl.yaml`` as shipped: nabla-TSVM on top of those;
 - ``tsvm``: the same without the learned features;
+- ``ls+clusters`` / ``cccp+clusters`` / ``cosvm+clusters``: label switching, Gamma-SSVM (CCCP)
+  and nabla-coSVM on those features (``configs/tagger_ssl_{label_switching,cccp,cosvm}.yaml``),
+  keeping the C of ``clusters`` (``--merge`` adds them to an existing JSON);
 - ``crfsuite``: sklearn-crfsuite on the labeled sentences with tagger.yaml's features.
 
     python benchmarks/bench_ner_ssl.py --quick      # 100 labeled + 2000 unlabeled, 1 seed, 500 test
     python benchmarks/bench_ner_ssl.py --labeled 10 --seeds 0 1 2 3 4 --only supervised clusters
 
-Records (DESIGN.md section 5) go to ``benchmarks/results/ner_ssl.json`` (``--quick``:
-``ner_ssl_quick.json``): per method and task ``span_f1`` on dev and test, precision, recall,
+Records (DESIGN.md section 5) go to ``benchmarks/results/ner_ssl.json``
+(``ner_ssl_labeled<N>.json`` with ``--labeled N`` other than 100; ``--quick``: ``..._quick.json``): per method and task ``span_f1`` on dev and test, precision, recall,
 the predicted entity fraction on test (0 = all-O collapse), the paired gain over supervised,
 and the wall time. Needs ``$STRUCTSSL_DATA/conll2002`` (default ``../shared/data``).
 """
@@ -62,9 +66,11 @@ METHODS: dict[str, tuple[str, list[str]]] = {
     # the other semi-supervised procedures on the same features, CRF likelihood on the labeled
     # sentences: label switching with NER constraints (seed 003), Gamma-SSVM by CCCP with NER
     # constraints (seed 000), nabla-coSVM over two views (thesis OP 7.5)
-    "ls+clusters": ("tagger_ssl_label_switching.yaml", []),
-    "cccp+clusters": ("tagger_ssl_cccp.yaml", []),
-    "cosvm+clusters": ("tagger_ssl_cosvm.yaml", []),
+    # (their configs name an UNLABELED.txt placeholder: here the untagged sentences are drawn
+    # from esp.train, --data.num_unlabeled)
+    "ls+clusters": ("tagger_ssl_label_switching.yaml", ["--data.unlabeled_file=null"]),
+    "cccp+clusters": ("tagger_ssl_cccp.yaml", ["--data.unlabeled_file=null"]),
+    "cosvm+clusters": ("tagger_ssl_cosvm.yaml", ["--data.unlabeled_file=null"]),
 }
 
 
@@ -124,6 +130,8 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int, c: float) -> di
             "--trainer.enable_progress_bar=false", "--trainer.logger=false",
             "--trainer.enable_model_summary=false",
         ]
+        if args.threads:
+            argv.append(f"--num_threads={args.threads}")
         if args.max_dev:
             argv.append(f"--data.max_dev={args.max_dev}")
         if args.max_test:
@@ -189,6 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--c-grid", type=float, nargs="+", default=list(C_GRID),
                    help="labeled weights C chosen from on dev, per method and draw")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads of every structssl fit (default: the config's)")
     p.add_argument("--max-dev", type=int, default=None)
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--only", nargs="*", default=None, choices=[*METHODS, "crfsuite"],
@@ -207,8 +217,9 @@ def main(argv: list[str] | None = None) -> None:
     warnings.filterwarnings("ignore")
     for name in ("pytorch_lightning", "lightning", "lightning.pytorch"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    stem = BENCH if args.labeled == 100 else f"{BENCH}_labeled{args.labeled}"
     out = args.out or (Path(__file__).resolve().parent / "results" /
-                       (f"{BENCH}_quick.json" if args.quick else f"{BENCH}.json"))
+                       (f"{stem}_quick.json" if args.quick else f"{stem}.json"))
     rows = load_rows(out) if args.merge and out.exists() else {}
     for name in args.only or [*METHODS, "crfsuite"]:
         rows.pop(name, None)
