@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Iterator
 
 import pytest
 import torch
@@ -20,3 +21,13 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One intra-op torch thread for the test (tiny batched DPs are latency bound), restored
+    after it; a module opts in with ``pytest.mark.usefixtures("one_thread")``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

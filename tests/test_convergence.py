@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 from unittest import mock
 
 import pytest
@@ -35,21 +35,16 @@ from structssl.training import (  # noqa: E402
 from structssl.training.checkpointing import LastCheckpoint  # noqa: E402
 from structssl.training.modules import init_options  # noqa: E402
 
+from processes import run_script  # noqa: E402
+
 pytestmark = [
     # Lightning's advice (workers, sync_dist) and its pytree deprecation: not ours
     pytest.mark.filterwarnings("ignore::UserWarning"),
     pytest.mark.filterwarnings("ignore::FutureWarning"),
+    pytest.mark.usefixtures("one_thread"),
 ]
 
 CAP = 200  # an epoch cap far beyond what the tolerances below need
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _data(num_labeled: int = 24) -> SyntheticHMMDataModule:
@@ -294,27 +289,12 @@ def _fit_ranks(devices: int, out: str) -> None:
 def test_two_processes_stop_together(tmp_path: Path) -> None:
     """DDP (2 processes, gloo, spawned by a subprocess running this file): both ranks stop at
     the epoch one process stops at, with its weights."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
     if not torch.distributed.is_available():
         pytest.skip("torch.distributed is not available")
-    here = Path(__file__).resolve()
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(here.parent.parent))
-    proc = subprocess.Popen(
-        [sys.executable, str(here), str(tmp_path)], env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    try:
-        log, _ = proc.communicate(timeout=DDP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        pytest.fail(f"2-process run hung (> {DDP_TIMEOUT_S} s):\n{log[-4000:]}")
+    result = run_script(Path(__file__).resolve(), str(tmp_path), timeout_s=DDP_TIMEOUT_S)
+    log = result.stdout
     files = [tmp_path / f"stop.devices2.rank{r}.pt" for r in (0, 1)]
-    assert proc.returncode == 0 and all(f.is_file() for f in files), log[-4000:]
+    assert result.returncode == 0 and all(f.is_file() for f in files), log[-4000:]
     ranks = [torch.load(f, weights_only=False) for f in files]
     _fit_ranks(1, str(tmp_path))
     single = torch.load(tmp_path / "stop.devices1.rank0.pt", weights_only=False)

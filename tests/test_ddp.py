@@ -10,8 +10,6 @@ in size.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from datetime import timedelta
@@ -25,6 +23,7 @@ pytest.importorskip("pytorch_lightning")
 
 import pytorch_lightning as pl  # noqa: E402
 
+from processes import run_script  # noqa: E402
 from structssl.data import (  # noqa: E402
     CoNLLDataModule,
     SemiSupervisedDataModule,
@@ -251,18 +250,7 @@ def fit(name: str, devices: int, out: str, epochs: Optional[int] = None, ddp: bo
 
 
 def _run_two_processes(names: list[str], out: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(HERE.parent.parent))
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE), ",".join(names), str(out)], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
-    try:
-        stdout, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, _ = proc.communicate()
-        pytest.fail(f"2-process DDP run of {names} hung (> {TIMEOUT_S} s):\n{stdout[-4000:]}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, "")
+    return run_script(HERE, ",".join(names), str(out), timeout_s=TIMEOUT_S)
 
 
 SHARDED = [

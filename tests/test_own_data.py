@@ -245,66 +245,75 @@ def test_chunked_full_batch_equals_one_batch(tmp_path: Path) -> None:
         torch.testing.assert_close(p.grad, g)
 
 
-def test_chunked_transductive_objective_equals_one_batch(tmp_path: Path) -> None:
-    """nabla-TSVM's objective evaluated on length chunks of the labeled and the unlabeled
-    sentences (e.g. a 1,000-token table in the untagged file pads one chunk, not the whole
-    unlabeled batch) has the value and gradient of the two padded batches."""
-    from structssl.data import length_chunks
-    from structssl.losses import NablaTSVMLoss
-    from structssl.scorers import LinearChainScorer
-    from structssl.structures import LinearChain
-    from structssl.training import TransductiveModule
-
-    rng = random.Random(4)
+def _tagged_and_untagged(root: Path, seed: int, two_view: bool = False) -> CoNLLDataModule:
+    """20 tagged and 30 untagged random sentences (set up)."""
+    rng = random.Random(seed)
     sentences = [_sentence(rng) for _ in range(50)]
-    _write(tmp_path / "t.conll", sentences[:20])
-    _write(tmp_path / "u.txt", sentences[20:], tags=False)
-    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
-                         unlabeled_file=str(tmp_path / "u.txt"))
+    _write(root / "t.conll", sentences[:20])
+    _write(root / "u.txt", sentences[20:], tags=False)
+    dm = CoNLLDataModule(train_file=str(root / "t.conll"), dev_file=None, test_file=None,
+                         unlabeled_file=str(root / "u.txt"), two_view=two_view)
     dm.setup()
-    torch.manual_seed(0)
-    model = TransductiveModule(LinearChain(), LinearChainScorer(init_std=0.3), Cu=0.7,
-                               unlabeled_loss=NablaTSVMLoss(), num_labeled=20, num_unlabeled=30)
-    model.adopt_sizes(dm.model_sizes())
-    model.double()
-    assert model.supports_chunks
-    model.manual_backward = lambda loss: loss.backward()  # type: ignore[method-assign]
+    return dm
+
+
+def _assert_chunks_equal_one_batch(
+    model: Any, dm: CoNLLDataModule, evaluate: Any = None
+) -> None:
+    """``evaluate(batch)`` (default ``model.backward_objective``) on length chunks of the
+    tagged and untagged sentences gives the objective, unlabeled loss and gradient of the two
+    padded batches (float64), with several untagged chunks and a non-zero unlabeled term."""
+    from structssl.data import length_chunks
+
+    evaluate = evaluate or model.backward_objective
+    model.manual_backward = lambda loss: loss.backward()
     labeled, unlabeled = dm.splits["labeled"], dm.splits["unlabeled"]
-    whole = model.backward_objective({"labeled": dm.collate(labeled),
-                                      "unlabeled": dm.collate(unlabeled)})
+    whole = evaluate({"labeled": dm.collate(labeled), "unlabeled": dm.collate(unlabeled)})
     assert whole.unlabeled_loss.item() > 0
     grads = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     chunks = {name: [dm.collate(c) for c in length_chunks(part, 40)]
               for name, part in (("labeled", labeled), ("unlabeled", unlabeled))}
     assert len(chunks["unlabeled"]) > 3
-    parts = model.backward_objective(chunks)
+    parts = evaluate(chunks)
     torch.testing.assert_close(parts.objective, whole.objective.detach())
     torch.testing.assert_close(parts.unlabeled_loss, whole.unlabeled_loss.detach())
     for p, g in zip(model.parameters(), grads):
         torch.testing.assert_close(p.grad, g)
+
+
+def test_chunked_transductive_objective_equals_one_batch(tmp_path: Path) -> None:
+    """nabla-TSVM's objective evaluated on length chunks of the labeled and the unlabeled
+    sentences (e.g. a 1,000-token table in the untagged file pads one chunk, not the whole
+    unlabeled batch) has the value and gradient of the two padded batches."""
+    from structssl.losses import NablaTSVMLoss
+    from structssl.scorers import LinearChainScorer
+    from structssl.structures import LinearChain
+    from structssl.training import TransductiveModule
+
+    dm = _tagged_and_untagged(tmp_path, 4)
+    torch.manual_seed(0)
+    model = TransductiveModule(LinearChain(), LinearChainScorer(init_std=0.3), Cu=0.7,
+                               unlabeled_loss=NablaTSVMLoss(), num_labeled=20, num_unlabeled=30)
+    model.adopt_sizes(dm.model_sizes())
+    model.double()
+    assert model.supports_chunks
+    _assert_chunks_equal_one_batch(model, dm)
     # the balance penalty is not additive over examples: no chunks then
     assert not TransductiveModule(LinearChain(), LinearChainScorer(),
                                   balance_weight=1.0).supports_chunks
 
 
 def test_chunked_cosvm_objective_equals_one_batch(tmp_path: Path) -> None:
-    """nabla-coSVM with a per-view CRF labeled loss (configs/tagger_ssl_cosvm.yaml) on length
-    chunks of two-view batches: the value and gradient of the padded batches; its labeled
-    term is the CRF likelihood of the joint potentials."""
-    from structssl.data import length_chunks
+    """nabla-coSVM with a CRF labeled loss (configs/tagger_ssl_cosvm.yaml) on length chunks of
+    two-view batches: the value and gradient of the padded batches; its labeled term is the CRF
+    likelihood of the joint potentials."""
     from structssl.losses import CRFNLLLoss, NablaCoSVMLoss
     from structssl.scorers import LinearChainScorer, TwoViewScorer
     from structssl.structures import LinearChain
     from structssl.training import CoTrainingModule
 
-    rng = random.Random(5)
-    sentences = [_sentence(rng) for _ in range(50)]
-    _write(tmp_path / "t.conll", sentences[:20])
-    _write(tmp_path / "u.txt", sentences[20:], tags=False)
-    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
-                         unlabeled_file=str(tmp_path / "u.txt"), two_view=True)
-    dm.setup()
+    dm = _tagged_and_untagged(tmp_path, 5, two_view=True)
     torch.manual_seed(0)
     views = [LinearChainScorer(factored=True, init_std=0.3) for _ in range(2)]
     model = CoTrainingModule(LinearChain(), TwoViewScorer(*views), NablaCoSVMLoss(),
@@ -312,25 +321,11 @@ def test_chunked_cosvm_objective_equals_one_batch(tmp_path: Path) -> None:
     model.adopt_sizes(dm.model_sizes())
     model.double()
     assert model.supports_chunks
-    model.manual_backward = lambda loss: loss.backward()  # type: ignore[method-assign]
-    labeled, unlabeled = dm.splits["labeled"], dm.splits["unlabeled"]
-    batch = dm.collate(labeled)
-    pot = model.potentials(batch)
-    nll = CRFNLLLoss()
-    expected = nll(model.structure, pot.joint, batch["labels"], batch["lengths"])
+    batch = dm.collate(dm.splits["labeled"])
+    expected = CRFNLLLoss()(model.structure, model.potentials(batch).joint, batch["labels"],
+                            batch["lengths"])
     torch.testing.assert_close(model.labeled_term(batch), expected)
-    whole = model.backward_objective({"labeled": batch, "unlabeled": dm.collate(unlabeled)})
-    assert whole.unlabeled_loss.item() > 0
-    grads = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    chunks = {name: [dm.collate(c) for c in length_chunks(part, 40)]
-              for name, part in (("labeled", labeled), ("unlabeled", unlabeled))}
-    assert len(chunks["unlabeled"]) > 3
-    parts = model.backward_objective(chunks)
-    torch.testing.assert_close(parts.objective, whole.objective.detach())
-    torch.testing.assert_close(parts.unlabeled_loss, whole.unlabeled_loss.detach())
-    for p, g in zip(model.parameters(), grads):
-        torch.testing.assert_close(p.grad, g)
+    _assert_chunks_equal_one_batch(model, dm)
     with pytest.raises(TypeError, match="labeled_loss must be an nn.Module; got str"):
         CoTrainingModule(LinearChain(), TwoViewScorer(*views), labeled_loss="crf")  # type: ignore[arg-type]
 
@@ -340,19 +335,12 @@ def test_chunked_cccp_objective_equals_one_batch(tmp_path: Path) -> None:
     configs/tagger_ssl_cccp.yaml on length chunks: each unlabeled chunk keeps its own
     linearisation point, and value and gradient equal those of the padded batches."""
     from structssl.constraints import ConstraintSet, WordLabels
-    from structssl.data import length_chunks
     from structssl.losses import CRFNLLLoss
     from structssl.scorers import LinearChainScorer
     from structssl.structures import LinearChain
     from structssl.training.cccp import CCCPModule
 
-    rng = random.Random(6)
-    sentences = [_sentence(rng) for _ in range(50)]
-    _write(tmp_path / "t.conll", sentences[:20])
-    _write(tmp_path / "u.txt", sentences[20:], tags=False)
-    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
-                         unlabeled_file=str(tmp_path / "u.txt"))
-    dm.setup()
+    dm = _tagged_and_untagged(tmp_path, 6)
     constraints = ConstraintSet([
         WordLabels(labels=["O", "[!BSU]-*"], pattern="[a-z0-9].*", lowercase=False),
         WordLabels(labels=["O"], pattern=r"[^\w]+", lowercase=False),
@@ -364,23 +352,14 @@ def test_chunked_cccp_objective_equals_one_batch(tmp_path: Path) -> None:
     model.setup("validate")
     model.double()
     assert model.supports_chunks
-    model.manual_backward = lambda loss: loss.backward()  # type: ignore[method-assign]
-    labeled, unlabeled = dm.splits["labeled"], dm.splits["unlabeled"]
-    whole_u = dm.collate(unlabeled)
-    point = model.constraint_guided_labels(whole_u)
-    whole = model._evaluate({"labeled": dm.collate(labeled), "unlabeled": whole_u}, 0, point)
-    assert whole.unlabeled_loss.item() > 0
-    grads = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    chunks = {name: [dm.collate(c) for c in length_chunks(part, 40)]
-              for name, part in (("labeled", labeled), ("unlabeled", unlabeled))}
-    assert len(chunks["unlabeled"]) > 3
-    points = [model.constraint_guided_labels(c) for c in chunks["unlabeled"]]
-    parts = model._evaluate(chunks, 0, points)
-    torch.testing.assert_close(parts.objective, whole.objective.detach())
-    torch.testing.assert_close(parts.unlabeled_loss, whole.unlabeled_loss.detach())
-    for p, g in zip(model.parameters(), grads):
-        torch.testing.assert_close(p.grad, g)
+
+    def evaluate(batch: dict[str, Any]) -> Any:  # linearised at each part's guided labels
+        part = batch["unlabeled"]
+        points = ([model.constraint_guided_labels(c) for c in part] if isinstance(part, list)
+                  else model.constraint_guided_labels(part))
+        return model._evaluate(batch, 0, points)
+
+    _assert_chunks_equal_one_batch(model, dm, evaluate)
     # v as a parameter per example, or the labeling formulation: one batch
     assert not CCCPModule(LinearChain(), LinearChainScorer(), formulation="labeling").supports_chunks
 
