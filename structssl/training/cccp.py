@@ -81,7 +81,13 @@ from structssl.losses import StructuredHingeLoss
 from structssl.losses.gamma import ConstraintFeatures, NodeFeatures
 from structssl.structures.base import Structure, as_tuple, like
 from structssl.structures.linear_chain import LinearChain
-from structssl.training.modules import Batch, ObjectiveTerms, StructuredModule
+from structssl.training.modules import (
+    Batch,
+    ObjectiveTerms,
+    StructuredModule,
+    as_chunks,
+    num_examples,
+)
 
 __all__ = ["CCCPModule", "GammaDCTerms", "gamma_dc_terms", "lemma1_gap"]
 
@@ -560,7 +566,7 @@ class CCCPModule(StructuredModule):
         u_value = torch.zeros_like(objective)
         self._last_uncertified = 0
         if unlabeled is not None and self.current_epoch >= self.supervised_epochs:
-            chunks = unlabeled if isinstance(unlabeled, list) else [unlabeled]
+            chunks = as_chunks(unlabeled)
             points = guided if isinstance(guided, list) else [guided] * len(chunks)
             at = {id(chunk): point for chunk, point in zip(chunks, points)}
 
@@ -704,8 +710,8 @@ class CCCPModule(StructuredModule):
             opt.step(closure=closure)
         terms = last["terms"]
         labeled, _ = self._split(batch)
-        chunks = labeled if isinstance(labeled, list) else [labeled]
-        size = sum(int(chunk["inputs"].shape[0]) for chunk in chunks)
+        chunks = as_chunks(labeled)
+        size = num_examples(chunks)
         log = dict(on_step=False, on_epoch=True, batch_size=size)
         self.log("train/objective", terms.objective.detach(), prog_bar=True, **log)
         self.log("train/labeled_loss", terms.labeled_loss.detach(), **log)

@@ -60,10 +60,10 @@ class CoTrainingModule(SafeguardedModule):
         super().__init__(structure, scorer, C, Cu, **kwargs)
         self.loss = NablaCoSVMLoss() if loss is None else loss
         self.labeled_loss = labeled_loss
-        for name, value in (("loss", self.loss), ("labeled_loss", labeled_loss)):
-            if name == "loss" or value is not None:
-                if not isinstance(value, nn.Module):
-                    raise TypeError(f"{name} must be an nn.Module; got {type(value).__name__}")
+        if not isinstance(self.loss, nn.Module):
+            raise TypeError(f"loss must be an nn.Module; got {type(self.loss).__name__}")
+        if labeled_loss is not None and not isinstance(labeled_loss, nn.Module):
+            raise TypeError(f"labeled_loss must be an nn.Module; got {type(labeled_loss).__name__}")
         self._init_rho()
 
     def losses(self) -> list[nn.Module]:

@@ -139,11 +139,11 @@ def set_shard_shares(module: Any, batch: Any) -> None:
     if not is_distributed():
         module._shard_shares = (1.0, 1.0)
         return
-    labeled, unlabeled = module._split(batch)
-    chunks = labeled if isinstance(labeled, list) else [labeled]
-    u_chunks = [] if unlabeled is None else unlabeled if isinstance(unlabeled, list) else [unlabeled]
-    sizes = [sum(int(c["inputs"].shape[0]) for c in part) for part in (chunks, u_chunks)]
-    share_l, share_u = shard_shares(sizes, chunks[0]["inputs"].device)
+    from structssl.training.modules import as_chunks, num_examples
+
+    labeled, unlabeled = map(as_chunks, module._split(batch))
+    sizes = [num_examples(labeled), num_examples(unlabeled)]
+    share_l, share_u = shard_shares(sizes, labeled[0]["inputs"].device)
     module._shard_shares = (share_l, share_u)
 
 

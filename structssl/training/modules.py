@@ -143,6 +143,20 @@ def _optional_count(value: Optional[int], name: str, minimum: int) -> Optional[i
     return value
 
 
+def as_chunks(part: Any) -> list[Batch]:
+    """A training part (labeled or unlabeled) as its list of chunks: a list of chunks as it
+    is, one batch as a list of one, None as an empty list (see
+    :attr:`StructuredModule.supports_chunks`)."""
+    if part is None:
+        return []
+    return part if isinstance(part, list) else [part]
+
+
+def num_examples(chunks: Sequence[Batch]) -> int:
+    """The number of examples in a list of chunks."""
+    return sum(int(chunk["inputs"].shape[0]) for chunk in chunks)
+
+
 def _tolerance(value: Optional[float], cls: type) -> Optional[float]:
     """Check the ``tolerance`` option (None, or a finite float > 0 the procedure accepts)."""
     if value is None:
@@ -636,8 +650,8 @@ class StructuredModule(pl.LightningModule):
     ) -> Tensor:
         """Accumulate the gradient of ``weight * mean term`` over the examples of ``part`` (a
         batch or a list of chunks), chunk by chunk; the mean's value (float64, detached)."""
-        chunks = part if isinstance(part, list) else [part]
-        total = sum(int(chunk["inputs"].shape[0]) for chunk in chunks)
+        chunks = as_chunks(part)
+        total = num_examples(chunks)
         mean = torch.zeros((), dtype=torch.float64, device=chunks[0]["inputs"].device)
         for chunk in chunks:
             share = int(chunk["inputs"].shape[0]) / total
@@ -664,8 +678,8 @@ class StructuredModule(pl.LightningModule):
         opt.step(closure=closure)
         terms = last["terms"]
         labeled, _ = self._split(batch)
-        chunks = labeled if isinstance(labeled, list) else [labeled]
-        size = sum(int(chunk["inputs"].shape[0]) for chunk in chunks)
+        chunks = as_chunks(labeled)
+        size = num_examples(chunks)
         if self.tolerance is not None:
             self._track_step(terms.objective, size, opt, counts)
         # sync_dist: the mean over processes (the values are already equal on every rank
