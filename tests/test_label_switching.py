@@ -70,12 +70,13 @@ def test_chain_candidates_match_explicit_evaluation():
     terms = _Terms(_constraints(), tokens)
     chain = _ChainEvaluator(pot, lengths, terms, 1.0)
     generic = _GenericEvaluator(LinearChain(3), pot, lengths, terms, 1.0, 3, "hamming")
-    state = {"counts": terms.counts(labels, lengths)}
+    state: dict[str, torch.Tensor] = {}
     chain.refresh(labels, state, torch.arange(4))
     idx = torch.arange(4)
     m = torch.minimum(torch.tensor([4, 2, 0, 3]), lengths - 1)
-    h1, c1 = chain.step(labels, idx, m, state)
-    h2, c2 = generic.step(labels, idx, m, state)
+    base = terms.counts(labels, lengths)
+    h1, c1 = chain.step(labels, idx, m, state, base)
+    h2, c2 = generic.step(labels, idx, m, state, base)
     assert torch.allclose(h1, h2, atol=1e-9)
     assert torch.allclose(c1, c2)
 
@@ -182,6 +183,85 @@ def test_factored_potentials_switch_like_their_edge_layout(method):
     assert outs[0].switches > 0
     assert torch.equal(outs[0].labels, outs[1].labels)
     assert outs[0].objective == pytest.approx(outs[1].objective, abs=1e-9)
+
+
+def _chunked(pot, lengths, tokens, labels, index, cuts, order):
+    """The examples ``index`` as chunks cut at ``cuts`` (after sorting by length), each padded
+    to its own longest example only, the chunks listed in ``order``."""
+    by_len = lengths[index].argsort(stable=True)
+    groups = [index[by_len[a:b]] for a, b in zip([0] + cuts, cuts + [len(index)])]
+    groups = [groups[i] for i in order]
+    widths = [int(lengths[g].max()) for g in groups]
+    return (
+        [pot[g, :w] for g, w in zip(groups, widths)],
+        [lengths[g] for g in groups],
+        [[tokens[i][:w] for i in g.tolist()] for g, w in zip(groups, widths)],
+        [labels[g, :w] for g, w in zip(groups, widths)],
+        groups,
+    )
+
+
+@pytest.mark.parametrize("method", ["chain", "generic"])
+@pytest.mark.parametrize("block", [None, 3, 1])
+def test_chunks_switch_like_one_batch(method, block):
+    """Label switching of the unlabeled set as length chunks (each padded to its own longest
+    example; chunks listed in any order) gives the switches, labels and objective of one padded
+    batch in any example order: the random choices follow the examples' index, the corpus
+    counts (LabelProportion, TransitionFraction) are summed over the chunks. Potentials with
+    -inf (forbidden transitions into label c at some positions) and a hard constraint."""
+    torch.set_default_dtype(torch.float64)
+    try:
+        b, n, c = 13, 9, 3
+        pot, lengths, tokens, _ = _problem(11, b, n, c)
+        g = torch.Generator().manual_seed(5)
+        forbid = torch.rand(b, n, generator=g) < 0.3
+        pot[..., 2] = pot[..., 2].masked_fill(forbid.unsqueeze(-1), float("-inf"))
+        structure = LinearChain(c)
+        labels, _ = structure.argmax(pot, lengths)  # finite scores: switches into -inf are refused
+        labels[:, 0] = 0  # the hard AllowedFirst holds
+        cs = _constraints()
+        kw = dict(cu=0.4, block_size=block, method=method, max_passes=4)
+        shuffled = torch.randperm(b, generator=g)  # one batch, examples in another order
+        one = label_switching(structure, pot[shuffled], labels[shuffled], lengths[shuffled], cs,
+                              [tokens[i] for i in shuffled.tolist()], index=shuffled,
+                              generator=torch.Generator().manual_seed(3), **kw)
+        one_labels = torch.empty_like(labels)
+        one_labels[shuffled] = one.labels
+        assert one.switches > 3 and len(one.switches_per_pass) > 1
+        for cuts, order in (([4, 9], [2, 0, 1]), ([1, 2, 3, 5, 8, 12], [6, 5, 4, 3, 2, 1, 0])):
+            p, ln, tk, y, ids = _chunked(pot, lengths, tokens, labels, torch.arange(b), cuts, order)
+            assert min(x.shape[1] for x in y) < n  # chunks padded to their own length
+            out = label_switching(structure, p, y, ln, cs, tk, index=ids,
+                                  generator=torch.Generator().manual_seed(3), **kw)
+            assert isinstance(out.labels, list) and [x.shape for x in out.labels] == [x.shape for x in y]
+            got = torch.zeros_like(labels)
+            for ids_k, y_k in zip(ids, out.labels):
+                got[ids_k, : y_k.shape[1]] = y_k
+            assert torch.equal(got, one_labels)
+            assert out.switches_per_pass == one.switches_per_pass
+            assert out.objective == pytest.approx(one.objective, rel=1e-12, abs=1e-12)
+            assert out.initial_objective == pytest.approx(one.initial_objective, rel=1e-12, abs=1e-12)
+            assert out.hard_violations == one.hard_violations == 0
+            value, _ = switching_objective(structure, p, out.labels, ln, cs, tk, 0.4)
+            assert float(value) == pytest.approx(out.objective, rel=1e-12)
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_chunk_errors():
+    pot, lengths, tokens, labels = _problem(4, 4, 3)
+    structure = LinearChain(3)
+    with pytest.raises(ValueError, match="with labels given as 2 chunks, potentials must be a list of 2; got Tensor"):
+        label_switching(structure, pot, [labels[:2], labels[2:]], None)
+    with pytest.raises(ValueError, match="with labels given as 2 chunks, lengths must be a list of 2; got a list of 1"):
+        label_switching(structure, [pot[:2], pot[2:]], [labels[:2], labels[2:]], [lengths])
+    with pytest.raises(ValueError, match="lengths must be one batch like labels"):
+        label_switching(structure, pot, labels, [lengths])
+    with pytest.raises(ValueError, match="index must hold 4 distinct example ids; got 2 distinct"):
+        label_switching(structure, [pot[:2], pot[2:]], [labels[:2], labels[2:]],
+                        [lengths[:2], lengths[2:]], index=[torch.tensor([0, 1]), torch.tensor([1, 0])])
+    with pytest.raises(ValueError, match=r"index must be a \(4,\) tensor of example ids; got \(3,\)"):
+        label_switching(structure, pot, labels, lengths, index=torch.arange(3))
 
 
 def test_switch_budget_is_respected():

@@ -35,6 +35,17 @@ increase, otherwise they are re-decided one example at a time against the update
 ``F`` never increases whatever the block size. ``block_size=1`` is the paper's sequential
 algorithm exactly; a pass with no switch certifies a local optimum for every block size.
 
+Chunks (bounded padding). The unlabeled examples may come as a list of chunks (e.g. the
+length chunks of :func:`structssl.data.length_chunks`), each padded to its own longest
+example: the candidates of a block are scored chunk by chunk (one evaluator per chunk, its
+potentials and constraint feature maps padded to that chunk's length only), while the
+corpus totals, the block decisions and the pass order are corpus-wide. The random choices
+(the example permutation of a pass and each example's position order, drawn over the
+examples' tokens laid out in ``index`` order) depend on the examples' ids, not on their
+layout, so one padded batch and any chunking of it give the same switches, labels and
+objective. Memory: the tokens' potentials and feature maps, with no padding beyond a chunk's
+longest example (one padded batch: examples x the corpus's longest example).
+
 :func:`leaf_rule_switching` (parse trees, the paper's section 3.2.1): a trial scales up one
 preterminal rule at one leaf (adds ``bonus`` to ``terms[i, A]``) and re-runs CKY, which
 returns the best tree under the model with that leaf (the other rules keep their weights);
@@ -75,7 +86,8 @@ class SwitchingResult(NamedTuple):
     """Result of a label-switching run.
 
     Attributes:
-        labels: the new labels (same layout as the input labels; a new tensor).
+        labels: the new labels (same layout as the input labels, a list of tensors for
+            chunks; new tensors).
         objective: ``F`` of the new labels (float).
         initial_objective: ``F`` of the input labels.
         switches: number of accepted switches.
@@ -84,7 +96,7 @@ class SwitchingResult(NamedTuple):
         hard_violations: summed hard-constraint violation of the new labels.
     """
 
-    labels: Tensor
+    labels: Union[Tensor, list[Tensor]]
     objective: float
     initial_objective: float
     switches: int
@@ -286,37 +298,88 @@ def unlabeled_hinge(
 
 def switching_objective(
     structure: Structure,
-    potentials: Potentials,
-    labels: Tensor,
-    lengths: Optional[Tensor] = None,
+    potentials: Union[Potentials, Sequence[Potentials]],
+    labels: Union[Tensor, Sequence[Tensor]],
+    lengths: Union[Tensor, Sequence[Tensor], None] = None,
     constraints: Any = None,
-    tokens: Tokens = None,
+    tokens: Union[Tokens, Sequence[Tokens]] = None,
     cu: float = 1.0,
     cost: Cost = "hamming",
 ) -> tuple[Tensor, Tensor]:
     """``F(Y)`` of seed 003 eq. (3.4) (see the module docstring) and the hard violation.
 
+    The unlabeled examples come in one batch, or as a list of chunks (``labels`` a list; then
+    ``potentials``, ``lengths`` and ``tokens`` are lists of the same length, or None): the
+    corpus-level penalties are scored on the counts summed over all chunks.
+
     Shape:
-        labels: the structure's labels of all unlabeled examples (B, ...); lengths (B,).
+        labels: the structure's labels of all unlabeled examples (B, ...) (or one such tensor
+        per chunk); lengths (B,).
 
     Returns:
         ``(F, hard_violation)`` scalars.
     """
     cu = _check_cu(cu)
-    terms = _Terms(constraints, tokens)
-    lengths = structure.check_lengths(lengths, labels.shape[0], _max_len(structure, labels), labels.device)
-    hinge = unlabeled_hinge(structure, potentials, labels, lengths, cost) if cu > 0 else None
-    counts = terms.counts(labels, lengths)
-    value = terms.instance_penalty(counts).sum() + terms.corpus_penalty(counts.sum(0))
-    if hinge is not None:
-        value = value + cu * hinge.sum().to(value.dtype)
-    return value, terms.hard_violation(counts).sum()
+    parts = _parts(potentials, labels, lengths, tokens, None)
+    value: Optional[Tensor] = None
+    hard: Optional[Tensor] = None
+    totals: Optional[Tensor] = None
+    for pot, y, ln, toks, _ in parts:
+        terms = _Terms(constraints, toks)
+        ln = structure.check_lengths(ln, y.shape[0], _max_len(structure, y), y.device)
+        counts = terms.counts(y, ln)
+        part = terms.instance_penalty(counts).sum()
+        if cu > 0:
+            part = part + cu * unlabeled_hinge(structure, pot, y, ln, cost).sum().to(part.dtype)
+        value = part if value is None else value + part
+        hard = terms.hard_violation(counts).sum() if hard is None else hard + terms.hard_violation(counts).sum()
+        totals = counts.sum(0) if totals is None else totals + counts.sum(0)
+    assert value is not None and hard is not None and totals is not None
+    return value + _Terms(constraints, None).corpus_penalty(totals), hard
 
 
 def _max_len(structure: Structure, labels: Tensor) -> int:
     if isinstance(structure, CKY):
         return (labels.shape[1] + 1) // 2
     return labels.shape[1] if labels.dim() > 1 else 1
+
+
+#: one part of the unlabeled examples: (potentials, labels, lengths, tokens, index)
+_Part = tuple[Potentials, Tensor, Optional[Tensor], Tokens, Optional[Tensor]]
+
+
+def _parts(
+    potentials: Any, labels: Any, lengths: Any, tokens: Any, index: Any
+) -> list[_Part]:
+    """The unlabeled examples as a list of parts: one batch (``labels`` a tensor) is a list
+    of one; chunks (``labels`` a list or tuple of tensors) need ``potentials`` and, when given,
+    ``lengths``, ``tokens`` and ``index`` as lists of the same length.
+
+    Raises:
+        ValueError: mismatched kinds or numbers of chunks (named with expected and actual).
+    """
+    if isinstance(labels, Tensor):
+        for name, value in (("potentials", potentials), ("lengths", lengths), ("index", index)):
+            if isinstance(value, list):
+                raise ValueError(
+                    f"{name} must be one batch like labels (a Tensor); got a list of "
+                    f"{len(value)} (give labels as a list of chunks too)"
+                )
+        return [(potentials, labels, lengths, tokens, index)]
+    if not isinstance(labels, (list, tuple)) or not labels or not all(isinstance(y, Tensor) for y in labels):
+        got = type(labels).__name__ if not isinstance(labels, (list, tuple)) else f"{len(labels)} items"
+        raise ValueError(f"labels must be a Tensor or a non-empty list of Tensors (chunks); got {got}")
+    k = len(labels)
+    out: dict[str, list[Any]] = {}
+    for name, value in (("potentials", potentials), ("lengths", lengths), ("tokens", tokens), ("index", index)):
+        if value is None and name != "potentials":
+            out[name] = [None] * k
+        elif not isinstance(value, (list, tuple)) or len(value) != k:
+            got = f"a list of {len(value)}" if isinstance(value, (list, tuple)) else type(value).__name__
+            raise ValueError(f"with labels given as {k} chunks, {name} must be a list of {k}; got {got}")
+        else:
+            out[name] = list(value)
+    return list(zip(out["potentials"], labels, out["lengths"], out["tokens"], out["index"]))
 
 
 # ---------------------------------------------------------------------------------- chain fast path
@@ -359,8 +422,11 @@ class _ChainEvaluator:
             else:
                 self.nonlinear.append((s, con))
 
-    def step(self, labels: Tensor, idx: Tensor, m: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """Hinge (K, C) and counts (K, C, d) of switching position ``m`` (K,) of examples ``idx``."""
+    def step(
+        self, labels: Tensor, idx: Tensor, m: Tensor, state: dict[str, Tensor], base: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Hinge (K, C) and counts (K, C, d) of switching position ``m`` (K,) of examples ``idx``
+        (rows of this evaluator's part) whose current counts are ``base`` (K, d)."""
         k, c = idx.shape[0], self.c
         y = labels[idx]  # (K, N)
         n = y.shape[1]
@@ -387,7 +453,7 @@ class _ChainEvaluator:
             )
             aug_max = torch.maximum(mmx, best_other + 1.0)
             hinge = aug_max - (state["score"][idx].unsqueeze(1) + d_score)
-        counts = state["counts"][idx].unsqueeze(1).expand(k, c, self.terms.d).clone()
+        counts = base.unsqueeze(1).expand(k, c, self.terms.d).clone()
         for s, w, _ in self.linear:
             into = w[idx, m].view(k, c, c, -1)[ar, prev]  # (K, C, d): edges prev -> c
             delta = into - into[ar, ym].unsqueeze(1)
@@ -442,7 +508,9 @@ class _GenericEvaluator:
     def refresh(self, labels: Tensor, state: dict[str, Tensor], rows: Tensor) -> None:
         return None
 
-    def step(self, labels: Tensor, idx: Tensor, m: Tensor, state: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+    def step(
+        self, labels: Tensor, idx: Tensor, m: Tensor, state: dict[str, Tensor], base: Tensor
+    ) -> tuple[Tensor, Tensor]:
         k, c = idx.shape[0], self.c
         y = labels[idx]
         n = y.shape[1]
@@ -552,11 +620,11 @@ def _check_opt_count(value: Optional[int], name: str, minimum: int) -> Optional[
 
 def label_switching(
     structure: Structure,
-    potentials: Potentials,
-    labels: Tensor,
-    lengths: Optional[Tensor] = None,
+    potentials: Union[Potentials, Sequence[Potentials]],
+    labels: Union[Tensor, Sequence[Tensor]],
+    lengths: Union[Tensor, Sequence[Tensor], None] = None,
     constraints: Any = None,
-    tokens: Tokens = None,
+    tokens: Union[Tokens, Sequence[Tokens]] = None,
     cu: float = 1.0,
     max_switches: Optional[int] = None,
     max_passes: int = 50,
@@ -564,18 +632,28 @@ def label_switching(
     cost: Cost = "hamming",
     method: Literal["auto", "chain", "generic"] = "auto",
     generator: Optional[torch.Generator] = None,
+    index: Union[Tensor, Sequence[Tensor], None] = None,
 ) -> SwitchingResult:
     """Greedy label switching of sequence labels (seed 003 Algorithm 2; module docstring).
+
+    The unlabeled examples come in one padded batch or as a list of chunks (e.g. the length
+    chunks of :func:`structssl.data.length_chunks`; ``labels`` a list, and ``potentials``,
+    ``lengths``, ``tokens``, ``index`` lists of the same length): each chunk is padded to its
+    own longest example only, the candidates are scored chunk by chunk and the decisions are
+    taken over the whole corpus (corpus constraint counts summed over the chunks). The random
+    choices are defined over the examples' ``index`` (their identity in the corpus), not over
+    their layout, so one batch and any chunking of it, in any order, give the same switches,
+    labels and objective.
 
     Args:
         structure: a structure with (B, N) labels (``LinearChain``; ``MultiClass`` with
             labels reshaped to (B, 1) is not supported here).
-        potentials: the fixed model's potentials of the unlabeled examples.
-        labels: the current labels ``Y`` (not modified).
-        lengths: (B,) lengths (default all N).
+        potentials: the fixed model's potentials of the unlabeled examples (one per chunk).
+        labels: the current labels ``Y`` (not modified), or one tensor per chunk.
+        lengths: (B,) lengths (default all N), or one per chunk.
         constraints: a bound :class:`~structssl.constraints.ConstraintSet` (or a list of
             constraints), or None.
-        tokens: B token lists (needed by word / punctuation constraints).
+        tokens: B token lists (needed by word / punctuation constraints), or one list per chunk.
         cu: weight of the unlabeled hinge (0: constraints only).
         max_switches: switch budget (None: unlimited).
         max_passes: maximum number of passes.
@@ -584,13 +662,17 @@ def label_switching(
         method: ``"chain"`` (max-marginal fast path, LinearChain and Hamming only),
             ``"generic"`` (explicit candidates through the structure's decoder) or ``"auto"``.
         generator: random generator of the permutations (default: seeded with 0).
+        index: (B,) distinct ids of the examples (e.g. their index in the unlabeled split), or
+            one tensor per chunk; the order of the random choices (default: the position in
+            the batch, chunks concatenated).
 
     Shape:
         potentials: (B, N, C, C) or factored :class:`~structssl.structures.ChainPotentials` for
-            LinearChain; labels: (B, N) long; lengths: (B,).
+            LinearChain; labels: (B, N) long; lengths: (B,); index: (B,) long. With chunks,
+            each chunk's B and N are its own.
 
     Returns:
-        :class:`SwitchingResult`.
+        :class:`SwitchingResult` (``labels`` a list of tensors when given as chunks).
 
     Raises:
         ValueError: bad arguments (named with expected and actual values).
@@ -606,9 +688,6 @@ def label_switching(
         raise ValueError(f"method must be one of 'auto', 'chain', 'generic'; got {method!r}")
     if cost not in ("hamming", "zero_one"):
         raise ValueError(f"cost must be one of 'hamming', 'zero_one'; got {cost!r}")
-    if not isinstance(labels, Tensor) or labels.dim() != 2:
-        got = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
-        raise ValueError(f"labels must have shape (B, N); got {got}")
     num_labels = getattr(structure, "num_labels", None)
     if num_labels is None:
         raise NotImplementedError(
@@ -617,41 +696,84 @@ def label_switching(
     is_chain = isinstance(structure, LinearChain)
     if method == "chain" and (not is_chain or cost != "hamming"):
         raise NotImplementedError("method='chain' needs a LinearChain structure and cost='hamming'")
-    pot = as_detached(potentials)
-    pot, lengths = structure.check(pot, lengths)
-    if is_chain:  # factored potentials: the switch evaluator reads the (B, N, C, C) layout
-        pot = structure.edge_potentials(pot, lengths)
-    labels = structure.check_labels(labels, lengths).clone()
-    if tokens is not None and len(tokens) != labels.shape[0]:
-        raise ValueError(f"tokens must hold B = {labels.shape[0]} token lists; got {len(tokens)}")
-    gen = _check_generator(generator)
-    terms = _Terms(constraints, tokens)
+    chunked = not isinstance(labels, Tensor)
     use_chain = is_chain and cost == "hamming" and method != "generic"
+    parts: list[_Part] = []
+    for pot, y, ln, toks, ids in _parts(potentials, labels, lengths, tokens, index):
+        if not isinstance(y, Tensor) or y.dim() != 2:
+            raise ValueError(f"labels must have shape (B, N); got {tuple(y.shape)}")
+        pot = as_detached(pot)
+        pot, ln = structure.check(pot, ln)
+        if is_chain:  # factored potentials: the switch evaluator reads the (B, N, C, C) layout
+            pot = structure.edge_potentials(pot, ln)
+        y = structure.check_labels(y, ln).clone()
+        if toks is not None and len(toks) != y.shape[0]:
+            raise ValueError(f"tokens must hold B = {y.shape[0]} token lists; got {len(toks)}")
+        if ids is not None and (not isinstance(ids, Tensor) or ids.shape != (y.shape[0],)):
+            got = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
+            raise ValueError(f"index must be a ({y.shape[0]},) tensor of example ids; got {got}")
+        parts.append((pot, y, ln, toks, ids))
+    gen = _check_generator(generator)
+    terms = _Terms(constraints, None)  # the corpus-level decisions (no tokens needed)
+    device = parts[0][1].device
+    sizes = [int(p[1].shape[0]) for p in parts]
+    b = sum(sizes)
+    ar_parts = torch.arange(len(parts), device=device)
+    chunk_of = ar_parts.repeat_interleave(torch.tensor(sizes, device=device))  # (M,)
+    row_of = torch.cat([torch.arange(s, device=device) for s in sizes])  # (M,)
+    lens = torch.cat([p[2] for p in parts]).to(device)  # (M,)
+    if any(p[4] is None for p in parts):
+        if any(p[4] is not None for p in parts):
+            raise ValueError("index must be given for every chunk or for none")
+        ids_all = torch.arange(b, device=device)
+    else:
+        ids_all = torch.cat([p[4].to(device) for p in parts])  # type: ignore[union-attr]
+        if torch.unique(ids_all).numel() != b:
+            raise ValueError(f"index must hold {b} distinct example ids; got {torch.unique(ids_all).numel()} distinct")
+    canon = ids_all.argsort(stable=True)  # the examples in index order
+    start_of = torch.empty_like(lens)
+    lens_c = lens[canon]
+    start_of[canon] = lens_c.cumsum(0) - lens_c  # each example's offset in the index-order tokens
+    num_tokens = int(lens.sum())
     with torch.no_grad():
-        if use_chain:
-            evaluator: Any = _ChainEvaluator(pot, lengths, terms, cu)  # type: ignore[arg-type]
-        else:
-            evaluator = _GenericEvaluator(structure, pot, lengths, terms, cu, num_labels, cost)
-        initial, _ = switching_objective(structure, pot, labels, lengths, constraints, tokens, cu, cost)
-        b, n = labels.shape
-        cur_counts = terms.counts(labels, lengths)
-        totals = cur_counts.sum(0)
-        state: dict[str, Tensor] = {"counts": cur_counts}
-        dirty = torch.ones(b, dtype=torch.bool, device=labels.device)
+        evaluators: list[Any] = []
+        for pot, _, ln, toks, _ in parts:
+            part_terms = _Terms(constraints, toks)
+            if use_chain:
+                evaluators.append(_ChainEvaluator(pot, ln, part_terms, cu))  # type: ignore[arg-type]
+            else:
+                evaluators.append(_GenericEvaluator(structure, pot, ln, part_terms, cu, num_labels, cost))
+        labels_k = [p[1] for p in parts]
+        toks_k = [p[3] for p in parts]
+        lens_k = [p[2] for p in parts]
+        pots_k = [p[0] for p in parts]
+        initial, _ = switching_objective(structure, pots_k, labels_k, lens_k, constraints, toks_k, cu, cost)
+        cur_counts = torch.cat(
+            [ev.terms.counts(y, ln) for ev, y, ln in zip(evaluators, labels_k, lens_k)]
+        )  # (M, d), M = all examples
+        totals = cur_counts[canon].sum(0)
+        states: list[dict[str, Tensor]] = [{} for _ in parts]
+        dirty = torch.ones(b, dtype=torch.bool, device=device)
         switches, per_pass, exhausted = 0, [], False
         block = b if block_size is None else block_size
         for _ in range(max_passes):
             if num_labels < 2:
                 break
-            order_ex = torch.randperm(b, generator=gen).to(labels.device)
-            keys = torch.rand(b, n, generator=gen).to(labels.device)
-            keys = keys.masked_fill(torch.arange(n, device=labels.device) >= lengths.unsqueeze(1), 2.0)
-            positions = keys.argsort(1)  # (B, N): the position visited at step t
+            order_ex = canon[torch.randperm(b, generator=gen).to(device)]
+            keys = torch.rand(num_tokens, generator=gen).to(device)
+            positions = []  # per part (B_k, N_k): the position visited at step t
+            for y, rows in zip(labels_k, _rows_by_part(chunk_of, torch.arange(b, device=device), len(parts))):
+                n = y.shape[1]
+                steps = torch.arange(n, device=device)
+                valid = steps < lens[rows].unsqueeze(1)
+                at = (start_of[rows].unsqueeze(1) + steps).clamp_max(max(num_tokens - 1, 0))
+                positions.append(torch.where(valid, keys[at], torch.full_like(keys[at], 2.0)).argsort(1))
             in_pass = 0
-            for t in range(int(lengths.max())):
-                active = order_ex[lengths[order_ex] > t]
+            for t in range(int(lens.max())):
+                active = order_ex[lens[order_ex] > t]
                 stale = active[dirty[active]]
-                evaluator.refresh(labels, state, stale)
+                for k, sel in _groups(chunk_of[stale], len(parts)):
+                    evaluators[k].refresh(labels_k[k], states[k], row_of[stale[sel]])
                 dirty[stale] = False
                 for s in range(0, active.numel(), block):
                     budget = None if max_switches is None else max_switches - switches
@@ -659,16 +781,18 @@ def label_switching(
                         exhausted = True
                         break
                     idx = active[s : s + block]
-                    m = positions[idx, t]
-                    hinge, counts = evaluator.step(labels, idx, m, state)
-                    cur = labels[idx, m]
+                    hinge, counts, m, cur = _score_block(
+                        evaluators, states, labels_k, positions, chunk_of, row_of, idx, t,
+                        cur_counts, num_labels,
+                    )
                     chosen, totals = _apply_block(
                         terms, cu, hinge, counts, cur, cur_counts[idx], totals, budget
                     )
                     moved = (chosen >= 0).nonzero().flatten()
                     if moved.numel():
                         rows = idx[moved]
-                        labels[rows, m[moved]] = chosen[moved]
+                        for k, sel in _groups(chunk_of[rows], len(parts)):
+                            labels_k[k][row_of[rows[sel]], m[moved[sel]]] = chosen[moved[sel]]
                         dirty[rows] = True
                         cur_counts[rows] = counts[moved, chosen[moved]]
                         in_pass += int(moved.numel())
@@ -678,8 +802,50 @@ def label_switching(
             per_pass.append(in_pass)
             if in_pass == 0 or exhausted:
                 break
-        final, hard = switching_objective(structure, pot, labels, lengths, constraints, tokens, cu, cost)
-    return SwitchingResult(labels, float(final), float(initial), switches, per_pass, exhausted, float(hard))
+        final, hard = switching_objective(structure, pots_k, labels_k, lens_k, constraints, toks_k, cu, cost)
+    out: Union[Tensor, list[Tensor]] = labels_k if chunked else labels_k[0]
+    return SwitchingResult(out, float(final), float(initial), switches, per_pass, exhausted, float(hard))
+
+
+def _groups(parts_of: Tensor, num_parts: int) -> list[tuple[int, Tensor]]:
+    """``(part, positions)`` of each part present in ``parts_of`` (K,) (one batch: all)."""
+    if num_parts == 1:
+        return [(0, torch.arange(parts_of.numel(), device=parts_of.device))] if parts_of.numel() else []
+    return [(int(k), (parts_of == k).nonzero().flatten()) for k in parts_of.unique().tolist()]
+
+
+def _rows_by_part(chunk_of: Tensor, ids: Tensor, num_parts: int) -> list[Tensor]:
+    """The global ids of each part's rows, in row order."""
+    return [ids[chunk_of == k] for k in range(num_parts)]
+
+
+def _score_block(
+    evaluators: list[Any], states: list[dict[str, Tensor]], labels_k: list[Tensor],
+    positions: list[Tensor], chunk_of: Tensor, row_of: Tensor, idx: Tensor, t: int,
+    cur_counts: Tensor, num_labels: int,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Candidates of step ``t`` for the examples ``idx`` (K,) (global ids), each scored by its
+    part's evaluator. Returns ``hinge (K, C), counts (K, C, d), position (K,), current (K,)``."""
+    groups = _groups(chunk_of[idx], len(evaluators))
+    if len(groups) == 1:
+        k = groups[0][0]
+        rows = row_of[idx]
+        m = positions[k][rows, t]
+        hinge, counts = evaluators[k].step(labels_k[k], rows, m, states[k], cur_counts[idx])
+        return hinge, counts, m, labels_k[k][rows, m]
+    size = idx.numel()
+    hinge: Optional[Tensor] = None
+    counts = cur_counts.new_zeros(size, num_labels, cur_counts.shape[1])
+    m = torch.zeros(size, dtype=torch.long, device=idx.device)
+    cur = torch.zeros(size, dtype=torch.long, device=idx.device)
+    for k, sel in groups:
+        rows = row_of[idx[sel]]
+        m[sel] = positions[k][rows, t]
+        h, counts[sel] = evaluators[k].step(labels_k[k], rows, m[sel], states[k], cur_counts[idx[sel]])
+        hinge = h.new_zeros(size, num_labels) if hinge is None else hinge
+        hinge[sel], cur[sel] = h, labels_k[k][rows, m[sel]]
+    assert hinge is not None
+    return hinge, counts, m, cur
 
 
 # ---------------------------------------------------------------------------------- trees
