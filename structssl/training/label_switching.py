@@ -28,9 +28,15 @@ of the best ``Cu``. Its state and the module's (``current_Cu``, ``Y``, the per-e
 are saved in checkpoints, and the switching randomness is seeded by ``(seed, epoch)``, so a
 resumed run repeats an uninterrupted one.
 
-The unlabeled batch must hold the whole unlabeled set (``unlabeled_batch_size=None``: corpus
-constraints need every example) and carry ``index`` (the example's index in its split) and,
-for token constraints, ``tokens``.
+Each training step must hold the whole unlabeled set (``unlabeled_batch_size=None``: corpus
+constraints need every example), in one padded batch or, for sequences
+(:attr:`LabelSwitchingModule.supports_chunks`), as a list of length chunks (what
+:class:`~structssl.data.CoNLLDataModule` gives with ``batch_size=None``), each padded to its
+own longest sentence: the switching scores each chunk's candidates and decides over the whole
+corpus, and the hinge objective is evaluated and differentiated chunk by chunk, with the same
+switches, labels, objective and gradient as one padded batch. The examples carry ``index``
+(their index in the split: ``Y`` is stored per example, and the switching's random choices
+follow it) and, for token constraints, ``tokens``.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from structssl.inference.label_switching import (
 from structssl.losses.hinge import StructuredHingeLoss
 from structssl.structures.base import Structure
 from structssl.structures.cky import CKY
-from structssl.training.modules import Batch, ObjectiveTerms, StructuredModule
+from structssl.training.modules import Batch, ObjectiveTerms, StructuredModule, as_chunks, num_examples
 
 __all__ = ["LabelSwitchingModule", "LabelSwitchingAnnealing", "plot_label_switching"]
 
@@ -189,9 +195,9 @@ class LabelSwitchingModule(StructuredModule):
         size = getattr(dm, "unlabeled_batch_size", None)
         if size is not None and size < len(unlabeled):
             raise ValueError(
-                f"{type(self).__name__} needs the whole unlabeled set in one batch (corpus "
-                f"constraints): set the data module's unlabeled_batch_size=None; got "
-                f"{size} for {len(unlabeled)} unlabeled examples"
+                f"{type(self).__name__} needs the whole unlabeled set in one batch (or as "
+                "length chunks, all in one step: corpus constraints): set the data module's "
+                f"unlabeled_batch_size=None; got {size} for {len(unlabeled)} unlabeled examples"
             )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -222,6 +228,13 @@ class LabelSwitchingModule(StructuredModule):
         epoch = trainer.current_epoch if trainer is not None else 0
         return epoch >= self.supervised_epochs
 
+    @property
+    def supports_chunks(self) -> bool:  # type: ignore[override]
+        """Sequences: the labeled and the whole unlabeled set may come as length chunks (see
+        the module docstring and :attr:`StructuredModule.supports_chunks`); trees (leaf-rule
+        switching of ``CKY``) take one batch."""
+        return not self.is_tree
+
     def _pseudo(self, unlabeled: Batch) -> Tensor:
         """The current labels of the batch's examples (padded to the batch's size)."""
         idx = unlabeled["index"].to(self.pseudo_labels.device)
@@ -229,51 +242,69 @@ class LabelSwitchingModule(StructuredModule):
         n = int(unlabeled["lengths"].max())
         return y[:, : 2 * n - 1] if self.is_tree else y[:, :n]
 
-    def _store(self, unlabeled: Batch, labels: Tensor) -> None:
-        idx = unlabeled["index"].to(labels.device)
-        m = self.dataset_sizes()[1]
+    def _store(self, chunks: list[Batch], labels: list[Tensor]) -> None:
+        """Store the labels of each chunk's examples by their index (the first call allocates
+        ``pseudo_labels``, (m, longest example, ...), from the widest chunk)."""
         if self.pseudo_labels.numel() == 0:
-            shape = (m,) + tuple(labels.shape[1:])
-            self.pseudo_labels = torch.zeros(shape, dtype=torch.long, device=labels.device)
-        self.pseudo_labels[idx, : labels.shape[1]] = labels
+            m = self.dataset_sizes()[1]
+            width = max(int(y.shape[1]) for y in labels)
+            shape = (m, width) + tuple(labels[0].shape[2:])
+            self.pseudo_labels = torch.zeros(shape, dtype=torch.long, device=labels[0].device)
+        for chunk, y in zip(chunks, labels):
+            self.pseudo_labels[chunk["index"].to(y.device), : y.shape[1]] = y
 
-    def _check_unlabeled(self, unlabeled: Optional[Batch]) -> Batch:
+    def _check_unlabeled(self, unlabeled: Any) -> list[Batch]:
+        """The unlabeled part of a step as its list of chunks (one batch: a list of one)."""
         if unlabeled is None:
             raise ValueError(f"{type(self).__name__} needs unlabeled batches; the data module gave none")
-        if "index" not in unlabeled:
+        chunks = as_chunks(unlabeled)
+        if not chunks or any("index" not in chunk for chunk in chunks):
             raise ValueError("unlabeled batches must carry 'index' (each example's index in its split)")
-        m = self.dataset_sizes()[1]
-        if int(unlabeled["inputs"].shape[0]) != m:
+        if self.is_tree and len(chunks) != 1:
             raise NotImplementedError(
-                "label switching needs the whole unlabeled set in one batch (corpus constraints); "
-                f"got a batch of {int(unlabeled['inputs'].shape[0])} of m = {m} (set "
+                "leaf-rule switching (CKY) takes the whole unlabeled set in one batch; got "
+                f"{len(chunks)} chunks"
+            )
+        m, got = self.dataset_sizes()[1], num_examples(chunks)
+        if got != m:
+            raise NotImplementedError(
+                "label switching needs the whole unlabeled set in one batch or as length chunks "
+                f"in one step (corpus constraints); got {got} of m = {m} examples (set "
                 "unlabeled_batch_size=None)"
             )
-        return unlabeled
+        return chunks
 
-    def switch(self, unlabeled: Batch) -> dict[str, Any]:
-        """Initialise (first call) and label-switch the unlabeled labels for the current w."""
+    @staticmethod
+    def _tokens(chunks: list[Batch]) -> Optional[list[Any]]:
+        tokens = [chunk.get("tokens") for chunk in chunks]
+        return None if any(t is None for t in tokens) else tokens
+
+    def switch(self, unlabeled: Any) -> dict[str, Any]:
+        """Initialise (first call) and label-switch the unlabeled labels for the current w
+        (``unlabeled``: the whole unlabeled set, one batch or a list of chunks)."""
+        chunks = self._check_unlabeled(unlabeled)
         with torch.no_grad():
-            pot = self.potentials(unlabeled)
-            lengths = unlabeled["lengths"]
+            pots = [self.potentials(chunk) for chunk in chunks]
+            lengths = [chunk["lengths"] for chunk in chunks]
             if self.pseudo_labels.numel() == 0:
-                init, _ = self.structure.argmax(pot, lengths)
-                self._store(unlabeled, init)
-            labels = self._pseudo(unlabeled)
+                self._store(chunks, [self.structure.argmax(p, ln)[0] for p, ln in zip(pots, lengths)])
+            labels = [self._pseudo(chunk) for chunk in chunks]
             gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.current_epoch)
             cu = self.current("Cu")
             if self.is_tree:
                 result = leaf_rule_switching(
-                    self.structure, pot, labels, lengths, self.constraints, cu, self.num_trials,
-                    self.bonus, self.max_switches, _cost(self.loss), gen,
+                    self.structure, pots[0], labels[0], lengths[0], self.constraints, cu,  # type: ignore[arg-type]
+                    self.num_trials, self.bonus, self.max_switches, _cost(self.loss), gen,
                 )
+                new = [result.labels]
             else:
                 result = label_switching(
-                    self.structure, pot, labels, lengths, self.constraints,
-                    unlabeled.get("tokens"), cu, self.max_switches, self.max_passes,
-                    self.block_size, _cost(self.loss), "auto", gen,
+                    self.structure, pots, labels, lengths, self.constraints, self._tokens(chunks),
+                    cu, self.max_switches, self.max_passes, self.block_size, _cost(self.loss),
+                    "auto", gen, index=[chunk["index"] for chunk in chunks],
                 )
-            self._store(unlabeled, result.labels)
+                new = result.labels
+            self._store(chunks, new)  # type: ignore[arg-type]
         self.last_switches = result.switches
         self.last_budget_exhausted = result.budget_exhausted
         return {
@@ -284,28 +315,57 @@ class LabelSwitchingModule(StructuredModule):
             "hard_violations": result.hard_violations,
         }
 
-    def penalty(self, unlabeled: Batch) -> float:
-        """``P(Y)``: the constraint penalties of the current unlabeled labels."""
+    def penalty(self, unlabeled: Any) -> float:
+        """``P(Y)``: the constraint penalties of the current unlabeled labels (``unlabeled``:
+        one batch or a list of chunks; corpus counts summed over the chunks)."""
         if self.constraints is None or self.pseudo_labels.numel() == 0:
             return 0.0
+        chunks = as_chunks(unlabeled)
         with torch.no_grad():
-            pot = self.potentials(unlabeled)
-            value, _ = switching_objective(
-                self.structure, pot, self._pseudo(unlabeled), unlabeled["lengths"],
-                self.constraints, unlabeled.get("tokens"), 0.0, _cost(self.loss),
+            value, _ = switching_objective(  # cu = 0: the potentials are not read
+                self.structure, [None] * len(chunks), [self._pseudo(c) for c in chunks],
+                [c["lengths"] for c in chunks], self.constraints, self._tokens(chunks), 0.0,
+                _cost(self.loss),
             )
         return float(value)
 
     # ------------------------------------------------------------------ objective
+    def labeled_term(self, batch: Batch) -> Tensor:
+        """``mean_i l(x_i, y_i; w)`` over a labeled batch (or chunk)."""
+        pot = self.potentials(batch)
+        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
+
+    def unlabeled_term(self, batch: Batch) -> Tensor:
+        """``mean_j l(x_j, Y_j; w)`` over an unlabeled batch (or chunk) with its current ``Y``."""
+        pot = self.potentials(batch)
+        return self.loss(self.structure, pot, self._pseudo(batch), batch.get("lengths"))
+
+    def _pseudo_term(self, unlabeled: Any) -> bool:
+        """Whether the objective has its unlabeled term (annealing epochs, once ``Y`` exists)."""
+        return self.switching and unlabeled is not None and self.pseudo_labels.numel() > 0
+
+    @staticmethod
+    def _mean(part: Any, term: Any) -> Tensor:
+        """``term``'s mean over the examples of ``part`` (one batch or a list of chunks)."""
+        chunks = as_chunks(part)
+        if len(chunks) == 1:
+            return term(chunks[0])
+        total = num_examples(chunks)
+        return sum(int(c["inputs"].shape[0]) / total * term(c) for c in chunks)  # type: ignore[return-value]
+
     def objective_terms(self, batch: Batch) -> ObjectiveTerms:
         labeled, unlabeled = self._split(batch)
-        pot = self.potentials(labeled)
-        value = self.loss(self.structure, pot, labeled["labels"], labeled.get("lengths"))
-        unl = None
-        if self.switching and unlabeled is not None and self.pseudo_labels.numel() > 0:
-            pot_u = self.potentials(unlabeled)
-            unl = self.loss(self.structure, pot_u, self._pseudo(unlabeled), unlabeled.get("lengths"))
+        value = self._mean(labeled, self.labeled_term)
+        unl = self._mean(unlabeled, self.unlabeled_term) if self._pseudo_term(unlabeled) else None
         return self._combine(self.weight_norm_squared(), value, unl)
+
+    def backward_objective(self, batch: Batch) -> ObjectiveTerms:
+        """:meth:`StructuredModule.backward_objective` (one batch or chunks), the unlabeled
+        part left out while the objective has no unlabeled term."""
+        labeled, unlabeled = self._split(batch)
+        if unlabeled is not None and not self._pseudo_term(unlabeled):
+            batch = {"labeled": labeled}
+        return super().backward_objective(batch)
 
     def eval_loss(self, batch: Batch) -> Tensor:
         pot = self.potentials(batch)
@@ -316,7 +376,6 @@ class LabelSwitchingModule(StructuredModule):
         record: dict[str, Any] = {"epoch": int(self.current_epoch), "Cu": self.current("Cu")}
         labeled, unlabeled = self._split(batch)
         if self.switching:
-            unlabeled = self._check_unlabeled(unlabeled)
             record.update(self.switch(unlabeled))
         else:
             record.update(switches=0, switches_per_pass=[])
@@ -334,7 +393,7 @@ class LabelSwitchingModule(StructuredModule):
             seconds=time.perf_counter() - start,
         )
         self.history.append(record)
-        log = dict(on_step=False, on_epoch=True, batch_size=int(labeled["inputs"].shape[0]))
+        log = dict(on_step=False, on_epoch=True, batch_size=num_examples(as_chunks(labeled)))
         self.log("train/switches", float(record["switches"]), **log)
         self.log("train/full_objective", record["objective"], **log)
         return out

@@ -1,0 +1,175 @@
+"""LabelSwitchingModule over length chunks of the untagged set: the same fit as one padded batch.
+
+Every test writes its own small CoNLL-style files; nothing here needs ``../shared``.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from structssl.constraints import ConstraintSet, LabelProportion, WordLabels
+from structssl.data import CoNLLDataModule
+from structssl.losses import StructuredHingeLoss
+from structssl.scorers import LinearChainScorer
+from structssl.structures import LinearChain
+from structssl.training.label_switching import LabelSwitchingAnnealing, LabelSwitchingModule
+
+from test_own_data import _assert_chunks_equal_one_batch, _sentence, _tagged_and_untagged, _write
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings(r"ignore:.*LeafSpec.*:FutureWarning"),
+    pytest.mark.usefixtures("one_thread"),
+]
+
+#: padded positions per chunk of the chunked runs (the sentences have 1 to ~20 tokens, one 60+)
+_CHUNK = 60
+
+
+def _files(root: Path) -> tuple[Path, Path, int]:
+    """16 tagged sentences, 40 untagged ones of which one is long (several joined)."""
+    rng = random.Random(7)
+    tagged = [_sentence(rng) for _ in range(16)]
+    untagged = [_sentence(rng) for _ in range(39)]
+    untagged.append([pair for _ in range(8) for pair in _sentence(rng)])
+    _write(root / "t.conll", tagged)
+    _write(root / "u.txt", untagged, tags=False)
+    return root / "t.conll", root / "u.txt", max(len(s) for s in untagged)
+
+
+def _module(**kwargs: Any) -> LabelSwitchingModule:
+    constraints = ConstraintSet([
+        # instance level: function words are O
+        WordLabels(words=["el", "y", "no", "con"], labels=["O"]),
+        # corpus level: a third of the untagged tokens begin a drug (more than the model tags:
+        # many switches, in an order and under a budget that the random choices decide)
+        LabelProportion("B-DRUG", 0.35, weight=300.0),
+    ])
+    torch.manual_seed(0)
+    return LabelSwitchingModule(
+        LinearChain(), LinearChainScorer(factored=True, init_std=0.3), constraints,
+        loss=StructuredHingeLoss(), C=1.0, Cu=1.0, supervised_epochs=1, max_passes=3,
+        block_size=4, max_switches=12, lbfgs_max_iter=4, seed=3, **kwargs,
+    )
+
+
+def _fit(root: Path, chunked: bool) -> tuple[LabelSwitchingModule, list[dict[str, Any]]]:
+    """A float64 fit (1 supervised epoch, then alternations under the annealing schedule);
+    the shapes of the unlabeled potentials the switching computed."""
+    train, untagged, _ = _files(root)
+    dm = CoNLLDataModule(train_file=str(train), dev_file=None, test_file=None,
+                         unlabeled_file=str(untagged), max_chunk_positions=_CHUNK)
+    model = _module()
+    seen: list[dict[str, Any]] = []
+    potentials = model.potentials
+
+    def record(batch: dict[str, Any]) -> Any:
+        pot = potentials(batch)
+        if "labels" not in batch and not torch.is_grad_enabled():  # the switching's
+            seen.append({"shape": tuple(pot.emissions.shape), "lengths": batch["lengths"].clone()})
+        return pot
+
+    model.potentials = record  # type: ignore[method-assign]
+    trainer = pl.Trainer(
+        max_epochs=5, callbacks=[LabelSwitchingAnnealing(start=0.25, factor=2.0,
+                                                         max_alternations=2, monitor=None)],
+        logger=False, enable_progress_bar=False, enable_model_summary=False,
+        enable_checkpointing=False, num_sanity_val_steps=0, accelerator="cpu",
+        precision="64-true",
+    )
+    if chunked:
+        trainer.fit(model, datamodule=dm)
+    else:  # the procedure as if it could not take chunks: one padded batch per split
+        with mock.patch.object(LabelSwitchingModule, "supports_chunks", False):
+            trainer.fit(model, datamodule=dm)
+    return model, seen
+
+
+def test_chunked_fit_equals_one_padded_batch(tmp_path: Path) -> None:
+    """A label-switching fit (a corpus constraint and an instance one, C_u annealed over
+    several alternations) with the untagged set as length chunks gives, in float64, the pseudo
+    labels, switches per alternation and pass, objective history and final weights of the
+    fit on one padded batch; and no chunk of short sentences is padded to the longest one."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one, seen_one = _fit(tmp_path / "a", chunked=False)
+    chunked, seen = _fit(tmp_path / "b", chunked=True)
+    _, _, longest = _files(tmp_path)
+    # the runs switched over several alternations, with the unlabeled term in the objective
+    switching = [h for h in one.history if h["switches_per_pass"]]
+    assert len(switching) >= 3 and sum(h["switches"] for h in switching) > 0
+    assert any(h["unlabeled_loss"] > 0 for h in one.history)
+    assert torch.equal(chunked.pseudo_labels, one.pseudo_labels)
+    assert len(chunked.history) == len(one.history)
+    for a, b in zip(chunked.history, one.history):
+        assert a["switches"] == b["switches"] and a["switches_per_pass"] == b["switches_per_pass"]
+        for key in ("Cu", "objective", "labeled_loss", "unlabeled_loss", "penalty",
+                    "switch_objective", "switch_objective_before", "hard_violations"):
+            if key in b:
+                assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-12), key
+    for p, q in zip(chunked.parameters(), one.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-12)
+    # one padded batch: every switching step pads all 40 sentences to the longest
+    assert {s["shape"][:2] for s in seen_one} == {(40, longest)}
+    # chunks: each padded to its own longest sentence, at most _CHUNK positions (a longer
+    # sentence alone), all 40 sentences in each switching step
+    sweeps = sum(s["shape"][0] for s in seen) / 40  # (the switching's and the record's)
+    assert sweeps == int(sweeps) >= len(switching) and len(seen) > 3 * sweeps
+    for s in seen:
+        b, n = s["shape"][:2]
+        assert n == int(s["lengths"].max()) and (b * n <= _CHUNK or b == 1)
+    assert longest > _CHUNK // 2  # alone in its chunk: the only one padded to it per sweep
+    assert sum(1 for s in seen if s["shape"][1] == longest) == sweeps
+
+
+def test_chunked_objective_equals_one_batch(tmp_path: Path) -> None:
+    """The hinge objective on labeled + pseudo-labeled sentences (an annealing epoch) chunk by
+    chunk: the value, unlabeled loss and gradient of the padded batches (the helper nabla-TSVM,
+    nabla-coSVM and CCCP are held to)."""
+    dm = _tagged_and_untagged(tmp_path, 8)
+    model = _module(num_labeled=20, num_unlabeled=30)
+    model.adopt_sizes(dm.model_sizes())
+    model.setup("validate")  # binds the constraints to the data's tags
+    model.double()
+    model.set_current("Cu", 0.7)
+    trainer = mock.Mock(current_epoch=2, datamodule=None)
+    model._trainer = trainer  # an annealing epoch
+    assert model.switching and model.supports_chunks
+    model.switch(dm.collate(dm.splits["unlabeled"]))  # Y: argmax, then switched
+    assert model.pseudo_labels.shape[0] == 30
+    _assert_chunks_equal_one_batch(model, dm)
+
+
+def test_setup_accepts_chunks_and_refuses_part_of_the_unlabeled_set(tmp_path: Path) -> None:
+    """The chunks of the whole unlabeled set pass the checks; a step with part of it, chunks
+    that miss 'index', and trees given chunks are refused with what was expected."""
+    dm = _tagged_and_untagged(tmp_path, 9)
+    model = _module(num_labeled=20, num_unlabeled=30)
+    model.adopt_sizes(dm.model_sizes())
+    from structssl.data import length_chunks
+
+    chunks = [dm.collate(c) for c in length_chunks(dm.splits["unlabeled"], 40)]
+    assert len(model._check_unlabeled(chunks)) == len(chunks) > 3
+    with pytest.raises(NotImplementedError, match=r"whole unlabeled set in one batch or as length "
+                       r"chunks in one step .* got 2\d of m = 30 examples"):
+        model._check_unlabeled(chunks[1:])
+    with pytest.raises(ValueError, match="must carry 'index'"):
+        model._check_unlabeled([{k: v for k, v in c.items() if k != "index"} for c in chunks])
+    dm.unlabeled_batch_size = 8
+    with pytest.raises(ValueError, match=r"needs the whole unlabeled set in one batch \(or as length "
+                       r"chunks.*got 8 for 30 unlabeled examples"):
+        model._check_data_module(dm)
+    from structssl.structures import CKY
+
+    tree = LabelSwitchingModule(CKY(3), LinearChainScorer(3, input_dim=3), num_unlabeled=30,
+                                num_labeled=1)
+    assert not tree.supports_chunks
+    with pytest.raises(NotImplementedError, match="leaf-rule switching .* one batch; got 2 chunks"):
+        tree._check_unlabeled(chunks[:2])
