@@ -60,7 +60,9 @@ def _module(**kwargs: Any) -> LabelSwitchingModule:
     )
 
 
-def _fit(root: Path, chunked: bool) -> tuple[LabelSwitchingModule, list[dict[str, Any]]]:
+def _fit(
+    root: Path, chunked: bool, max_epochs: int = 5, ckpt: Any = None, save: bool = False
+) -> tuple[LabelSwitchingModule, list[dict[str, Any]]]:
     """A float64 fit (1 supervised epoch, then alternations under the annealing schedule);
     the shapes of the unlabeled potentials the switching computed."""
     train, untagged, _ = _files(root)
@@ -77,15 +79,18 @@ def _fit(root: Path, chunked: bool) -> tuple[LabelSwitchingModule, list[dict[str
         return pot
 
     model.potentials = record  # type: ignore[method-assign]
+    callbacks: list[pl.Callback] = [
+        LabelSwitchingAnnealing(start=0.25, factor=2.0, max_alternations=2, monitor=None)
+    ]
+    if save:
+        callbacks.append(pl.callbacks.ModelCheckpoint(dirpath=root, save_last=True, save_top_k=0))
     trainer = pl.Trainer(
-        max_epochs=5, callbacks=[LabelSwitchingAnnealing(start=0.25, factor=2.0,
-                                                         max_alternations=2, monitor=None)],
-        logger=False, enable_progress_bar=False, enable_model_summary=False,
-        enable_checkpointing=False, num_sanity_val_steps=0, accelerator="cpu",
-        precision="64-true",
+        max_epochs=max_epochs, callbacks=callbacks, logger=False, enable_progress_bar=False,
+        enable_model_summary=False, enable_checkpointing=save, num_sanity_val_steps=0,
+        accelerator="cpu", precision="64-true",
     )
     if chunked:
-        trainer.fit(model, datamodule=dm)
+        trainer.fit(model, datamodule=dm, ckpt_path=ckpt)
     else:  # the procedure as if it could not take chunks: one padded batch per split
         with mock.patch.object(LabelSwitchingModule, "supports_chunks", False):
             trainer.fit(model, datamodule=dm)
@@ -127,6 +132,21 @@ def test_chunked_fit_equals_one_padded_batch(tmp_path: Path) -> None:
         assert n == int(s["lengths"].max()) and (b * n <= _CHUNK or b == 1)
     assert longest > _CHUNK // 2  # alone in its chunk: the only one padded to it per sweep
     assert sum(1 for s in seen if s["shape"][1] == longest) == sweeps
+
+
+def test_chunked_fit_resumes_like_an_uninterrupted_one(tmp_path: Path) -> None:
+    """Stopped after two alternations and resumed from the last checkpoint, the chunked fit
+    repeats the uninterrupted one (pseudo labels, switches, C_u, weights)."""
+    for name in ("full", "part"):
+        (tmp_path / name).mkdir()
+    full, _ = _fit(tmp_path / "full", chunked=True)
+    _fit(tmp_path / "part", chunked=True, max_epochs=3, save=True)
+    resumed, _ = _fit(tmp_path / "part", chunked=True, ckpt=str(tmp_path / "part" / "last.ckpt"))
+    assert torch.equal(resumed.pseudo_labels, full.pseudo_labels)
+    assert [h["switches_per_pass"] for h in resumed.history] == [h["switches_per_pass"] for h in full.history]
+    assert [h["Cu"] for h in resumed.history] == [h["Cu"] for h in full.history]
+    for p, q in zip(resumed.parameters(), full.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-12)
 
 
 def test_chunked_objective_equals_one_batch(tmp_path: Path) -> None:
@@ -173,3 +193,40 @@ def test_setup_accepts_chunks_and_refuses_part_of_the_unlabeled_set(tmp_path: Pa
     assert not tree.supports_chunks
     with pytest.raises(NotImplementedError, match="leaf-rule switching .* one batch; got 2 chunks"):
         tree._check_unlabeled(chunks[:2])
+
+
+def test_shipped_config_switches_over_length_chunks(tmp_path: Path) -> None:
+    """configs/tagger_ssl_label_switching.yaml on CoNLL-style files with an untagged file (one
+    long sentence among short ones): every switching step gets the whole untagged set as
+    several length chunks (the long sentence in a chunk of its own), and the model trains on
+    the pseudo-labeled sentences."""
+    from structssl.cli import cli_main
+
+    rng = random.Random(1)
+    _write(tmp_path / "TRAIN.conll", [_sentence(rng) for _ in range(30)])
+    _write(tmp_path / "DEV.conll", [_sentence(rng) for _ in range(10)])
+    untagged = [_sentence(rng) for _ in range(40)] + [[p for _ in range(8) for p in _sentence(rng)]]
+    _write(tmp_path / "UNLABELED.txt", untagged, tags=False)
+    steps: list[list[int]] = []
+    switch = LabelSwitchingModule.switch
+
+    def spy(self: LabelSwitchingModule, unlabeled: Any) -> dict[str, Any]:
+        assert isinstance(unlabeled, list)
+        steps.append([int(c["inputs"].shape[0]) for c in unlabeled])
+        return switch(self, unlabeled)
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "tagger_ssl_label_switching.yaml"
+    with mock.patch.object(LabelSwitchingModule, "switch", spy), mock.patch("sys.argv", ["structssl"]):
+        cli = cli_main([
+            "fit", f"--config={config}", f"--data.train_file={tmp_path / 'TRAIN.conll'}",
+            f"--data.dev_file={tmp_path / 'DEV.conll'}",
+            f"--data.unlabeled_file={tmp_path / 'UNLABELED.txt'}",
+            f"--trainer.default_root_dir={tmp_path / 'run'}", "--trainer.max_epochs=3",
+            "--model.init_args.supervised_epochs=1", "--model.init_args.lbfgs_max_iter=5",
+            "--data.word_clusters=[2, 4]", "--data.max_chunk_positions=60",
+            "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+            "--num_threads=1",
+        ])
+    assert len(steps) == 2
+    assert all(sum(s) == len(untagged) and len(s) > 3 and 1 in s for s in steps), steps
+    assert float(cli.trainer.callback_metrics["train/unlabeled_loss"]) > 0
