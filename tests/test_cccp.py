@@ -324,11 +324,14 @@ def test_bad_arguments(kwargs, error, match):
         CCCPModule(LinearChain(3), torch.nn.Linear(1, 1), **base)
 
 
-def test_corpus_constraints_rejected():
-    from structssl.constraints import LabelProportion
+def test_corpus_constraints_with_label_dependent_denominator_rejected():
+    """Corpus-level ratios over a label-free denominator are taken (tests/test_cccp_corpus.py);
+    a ratio whose denominator depends on the labels is refused by name."""
+    from structssl.constraints import LabelProportion, TransitionFraction
 
-    cset = ConstraintSet([LabelProportion("a", 0.3)], labels=LABELS)
-    with pytest.raises(NotImplementedError, match="corpus-level ones"):
+    CCCPModule(LinearChain(3), torch.nn.Linear(1, 1), constraints=ConstraintSet([LabelProportion("a", 0.3)], labels=LABELS))
+    cset = ConstraintSet([TransitionFraction(0.1)], labels=LABELS)
+    with pytest.raises(NotImplementedError, match="TransitionFraction's does"):
         CCCPModule(LinearChain(3), torch.nn.Linear(1, 1), constraints=cset)
 
 

@@ -28,6 +28,8 @@ class _Ratio(Constraint):
 
     level = "corpus"
     num_counts = 2
+    #: the denominator is fixed by the inputs (does not depend on the labels)
+    label_free_denominator: bool = False
 
     def __init__(
         self,
@@ -60,6 +62,8 @@ class _Ratio(Constraint):
 class _LabelRatio(_Ratio):
     """Shared: numerator = number of tokens with one of ``label``; the denominator per example
     is :meth:`_denominator` (constant in the labels)."""
+
+    label_free_denominator = True
 
     def __init__(
         self,

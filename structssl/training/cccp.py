@@ -77,6 +77,13 @@ from structssl.constraints import (
     PunctuationTransitions,
     kbest_search,
 )
+from structssl.constraints.corpus_search import (
+    RatioPenalty,
+    RatioSearch,
+    ratio_convex_max,
+    ratio_corpus,
+    ratio_guided_max,
+)
 from structssl.losses import StructuredHingeLoss
 from structssl.losses.gamma import ConstraintFeatures, NodeFeatures
 from structssl.structures.base import Structure, as_tuple, like
@@ -264,6 +271,39 @@ def _width(features: Optional[ConstraintFeatures], nonlinear: Sequence[Constrain
     return (0 if features is None else int(getattr(features, "num_constraints"))) + len(nonlinear)
 
 
+def _check_corpus_constraints(corpus: Sequence[Constraint], formulation: str) -> None:
+    """Refuse the corpus-level constraints the corpus term cannot take (named, with why)."""
+    if corpus and formulation != "transductive":
+        raise ValueError(
+            f"corpus-level constraints {[c.name for c in corpus]} need formulation='transductive' "
+            f"(the labeling formulation has no constraint term over unlabeled data); got {formulation!r}"
+        )
+    for con in corpus:
+        if not getattr(con, "label_free_denominator", False) or not con.linear_counts:
+            raise NotImplementedError(
+                f"CCCPModule takes corpus-level ratio constraints whose denominator does not "
+                f"depend on the labels (LabelProportion, ExpectedCount); {con.name}'s does (e.g. "
+                "TransitionFraction divides by the number of label changes), so its ratio is not "
+                "linear in the parts and the multiplier search is not exact: use label switching "
+                "(seed 003) for it"
+            )
+        if con.hard:
+            raise NotImplementedError(
+                f"CCCPModule penalises corpus-level constraints softly (a quadratic penalty); "
+                f"{con.name} is hard: give hard=False (and a larger weight), or use label switching"
+            )
+
+
+class _CorpusPlan(NamedTuple):
+    """The corpus term of one evaluation: per chunk, per corpus constraint, the maximiser of the
+    convex part and the linearisation point (labels (B_k, N_k)), the constant ``sum_c q_c(Y*_c)
+    + q_c(p_c)`` and the number of convex searches not certified exact."""
+
+    labels: list[list[tuple[Tensor, Tensor]]]
+    constant: float
+    uncertified: int
+
+
 # ---------------------------------------------------------------------- the module
 class CCCPModule(StructuredModule):
     """Gamma-SSVM (seed 000) trained by CCCP; see the module docstring.
@@ -333,6 +373,7 @@ class CCCPModule(StructuredModule):
         extra_features: bool = False,
         search_k: int = 16,
         steps_per_batch: int = 1,
+        corpus_budget: int = 64,
         **kwargs: Any,
     ) -> None:
         super().__init__(structure, scorer, 1.0, float(C2), **kwargs)
@@ -347,15 +388,12 @@ class CCCPModule(StructuredModule):
             raise ValueError("constraints must be given for formulation='transductive'; got None")
         if constraints is not None and not isinstance(constraints, ConstraintSet):
             raise TypeError(f"constraints must be a ConstraintSet; got {type(constraints).__name__}")
-        if constraints is not None and constraints.select(level="corpus").constraints:
-            raise NotImplementedError(
-                "CCCPModule handles instance-level constraints (seed 000); corpus-level ones "
-                f"{constraints.select(level='corpus').names} need label switching (seed 003)"
-            )
+        if constraints is not None:
+            _check_corpus_constraints(constraints.select(level="corpus").constraints, formulation)
         for name, value, zero_ok in (("C1", C1, True), ("C2", C2, False), ("mu", mu, False), ("tol", 0.0 if tol is None else tol, True)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero_ok):
                 raise ValueError(f"{name} must be a number {'>= 0' if zero_ok else '> 0'}; got {value!r}")
-        for name, value, minimum in (("inner_epochs", inner_epochs, 1), ("supervised_epochs", supervised_epochs, 0), ("search_k", search_k, 1), ("steps_per_batch", steps_per_batch, 1)):
+        for name, value, minimum in (("inner_epochs", inner_epochs, 1), ("supervised_epochs", supervised_epochs, 0), ("search_k", search_k, 1), ("steps_per_batch", steps_per_batch, 1), ("corpus_budget", corpus_budget, 2)):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
         if v_mode not in ("closed_form", "parameter"):
@@ -385,6 +423,7 @@ class CCCPModule(StructuredModule):
         self.extra_features = bool(extra_features)
         self.search_k = search_k
         self.steps_per_batch = steps_per_batch
+        self.corpus_budget = corpus_budget
         c = structure.num_labels
         self._punct: Optional[PunctuationTransitions] = None
         if self.extra_features:
@@ -401,6 +440,11 @@ class CCCPModule(StructuredModule):
         self._lin_outer = -1
         self._outer_values: list[float] = []
         self._pending: Optional[float] = None
+        self._corpus: list[Constraint] = []
+        self._corpus_points: dict[Any, list[list[Tensor]]] = {}
+        self._corpus_previous: dict[Any, list[list[Tensor]]] = {}
+        self._corpus_warm: dict[str, float] = {}
+        self._corpus_log: dict[str, float] = {}
         self._init_rho()
 
     # ------------------------------------------------------------------ setup
@@ -423,6 +467,7 @@ class CCCPModule(StructuredModule):
                 self._bound = self.constraints
             if self._punct is not None:
                 self._punct = self._punct.bind(self._bound.label_names or ())
+            self._corpus = self._bound.select(level="corpus").constraints
         if stage == "fit" and dm is not None:
             n, m = self.dataset_sizes()
             m_eff = n if self.formulation == "labeling" else m
@@ -442,8 +487,8 @@ class CCCPModule(StructuredModule):
         if self.formulation == "labeling":
             return [("node", self.structure.num_labels)]
         assert self._bound is not None
-        lin = [c for c in self._bound if c.linear_indicators]
-        non = [c for c in self._bound if not c.linear_indicators]
+        lin = [c for c in self._bound.instance_constraints() if c.linear_indicators]
+        non = self._bound.nonlinear_indicators()
         out = [(f"c{i}", 1 if c.positionwise else -1) for i, c in enumerate(lin)]
         return out + [(f"g{i}", -1) for i in range(len(non))]
 
@@ -554,8 +599,9 @@ class CCCPModule(StructuredModule):
         unlabeled chunk), its gradient accumulated: in one piece, or chunk by chunk when a
         part is a list of chunks (:attr:`supports_chunks`; the same value and gradient)."""
         labeled, unlabeled = self._split(batch)
+        corpus_points = None if guided is None else self._corpus_points.get(self._cache_key(batch, batch_idx))
         if not isinstance(labeled, list) and not isinstance(unlabeled, list):
-            terms = self._objective(batch, batch_idx, guided)
+            terms = self._objective(batch, batch_idx, guided, corpus_points)
             self.manual_backward(terms.objective)
             return terms
         n, _ = self.dataset_sizes()
@@ -569,17 +615,27 @@ class CCCPModule(StructuredModule):
             chunks = as_chunks(unlabeled)
             points = guided if isinstance(guided, list) else [guided] * len(chunks)
             at = {id(chunk): point for chunk, point in zip(chunks, points)}
+            index = {id(chunk): k for k, chunk in enumerate(chunks)}
+            plan = self.corpus_terms(chunks, corpus_points) if self._corpus else None
 
             def term(chunk: Batch) -> Tensor:
-                value, uncertified = self.constraint_term(chunk, at[id(chunk)])
+                pot = self.potentials(chunk)
+                value, uncertified = self.constraint_term(chunk, at[id(chunk)], pot)
                 self._last_uncertified += uncertified
+                if plan is not None:
+                    value = value + self._corpus_chunk_term(plan.labels[index[id(chunk)]], pot, chunk["lengths"])
                 return value
 
             u_value = self._backward_chunks(chunks, term, self.C2 / n).to(norm.dtype)
+            if plan is not None:
+                u_value = u_value + plan.constant
+                self._corpus_log["train/corpus_uncertified"] = float(plan.uncertified)
             objective = objective + self.C2 / n * u_value
         return ObjectiveTerms(objective, norm.detach(), hinge, u_value)
 
-    def _objective(self, batch: Batch, batch_idx: int, guided: Optional[Tensor]) -> ObjectiveTerms:
+    def _objective(
+        self, batch: Batch, batch_idx: int, guided: Optional[Tensor], corpus_points: Optional[list[list[Tensor]]] = None
+    ) -> ObjectiveTerms:
         labeled, unlabeled = self._split(batch)
         if self.formulation == "labeling":
             unlabeled = labeled
@@ -595,7 +651,14 @@ class CCCPModule(StructuredModule):
         self._last_uncertified = 0
         if unlabeled is not None and self.current_epoch >= self.supervised_epochs:
             pot_u = pot_l if self.formulation == "labeling" else None
+            if self._corpus and pot_u is None:
+                pot_u = self.potentials(unlabeled)
             u_value, self._last_uncertified = self.constraint_term(unlabeled, guided, pot_u)
+            if self._corpus:
+                assert pot_u is not None
+                plan = self.corpus_terms(unlabeled, corpus_points)
+                u_value = u_value + self._corpus_chunk_term(plan.labels[0], pot_u, unlabeled["lengths"]) + plan.constant
+                self._corpus_log["train/corpus_uncertified"] = float(plan.uncertified)
             objective = objective + self.C2 / n * u_value
         return ObjectiveTerms(objective, norm, hinge, u_value)
 
@@ -645,6 +708,96 @@ class CCCPModule(StructuredModule):
             )
         return guided
 
+    # ------------------------------------------------------------------ corpus-level constraints
+    def _corpus_penalty(self, con: Constraint, corpus: Any) -> RatioPenalty:
+        """``q_c(r) = (D/m) weight (mu/4) dev(r)^2`` of one corpus constraint over ``corpus``
+        (a :class:`~structssl.constraints.corpus_search.RatioCorpus`; see the module docstring)."""
+        scale = corpus.denominator / corpus.num_examples * con.weight * self.mu / 4
+        return RatioPenalty(float(getattr(con, "target")), getattr(con, "bound"), scale)
+
+    def _corpora(self, chunks: list[Batch]) -> list[Any]:
+        """One :class:`~structssl.constraints.corpus_search.RatioCorpus` per corpus constraint
+        over the unlabeled chunks (potentials without gradient).
+
+        Raises:
+            ValueError: the chunks are not the whole unlabeled set (a mini-batch).
+        """
+        _, m = self.dataset_sizes()
+        total = num_examples(chunks)
+        if total != m:
+            raise ValueError(
+                f"corpus-level constraints {[c.name for c in self._corpus]} are about the whole "
+                f"unlabeled set: every training step must see all m = {m} unlabeled examples (full "
+                f"batches: data unlabeled_batch_size null); got a batch of {total}"
+            )
+        with torch.no_grad():
+            pots = [self.potentials(chunk).detach() for chunk in chunks]
+        lengths = [chunk["lengths"] for chunk in chunks]
+        tokens = [chunk.get("tokens") for chunk in chunks]
+        return [ratio_corpus(con, self.structure, pots, lengths, tokens) for con in self._corpus]
+
+    def _corpus_guided(self, corpora: list[Any], previous: Optional[list[list[Tensor]]]) -> list[list[Tensor]]:
+        points, gap = [], 0.0
+        for i, (con, corpus) in enumerate(zip(self._corpus, corpora)):
+            shapes = [tuple(p.shape[:2]) for p in corpus.potentials]
+            fits = previous is not None and [tuple(y.shape) for y in previous[i]] == shapes
+            candidates = [previous[i]] if fits and previous is not None else []
+            result: RatioSearch = ratio_guided_max(corpus, self._corpus_penalty(con, corpus), candidates=candidates)
+            points.append(result.point.labels)
+            gap += result.gap
+        self._corpus_log["train/corpus_guided_gap"] = gap
+        return points
+
+    def corpus_guided_labels(
+        self, unlabeled: Any, previous: Optional[list[list[Tensor]]] = None
+    ) -> list[list[Tensor]]:
+        """The linearisation points of the corpus terms (no gradient): per corpus constraint
+        ``c``, ``p_c ~ argmax_Y F(Y) - q_c(Y)`` by Lagrangian relaxation
+        (:func:`~structssl.constraints.corpus_search.ratio_guided_max`), never worse by that
+        value than the plain argmax or ``previous`` (the last outer iteration's points). The
+        summed duality gap is logged as ``train/corpus_guided_gap``.
+
+        Args:
+            unlabeled: the whole unlabeled set, one batch or a list of chunks.
+            previous: the points of the same chunks from before, or None.
+
+        Returns:
+            per constraint a list of labels, one (B_k, N_k) tensor per chunk.
+        """
+        return self._corpus_guided(self._corpora(as_chunks(unlabeled)), previous)
+
+    def corpus_terms(self, unlabeled: Any, points: Optional[list[list[Tensor]]] = None) -> _CorpusPlan:
+        """The corpus terms at the current ``w`` (no gradient): for each corpus constraint the
+        certified maximiser ``Y*_c`` of ``F + q_c``
+        (:func:`~structssl.constraints.corpus_search.ratio_convex_max`, warm started at the
+        last multiplier) and the linearisation point ``p_c`` (``points``, else
+        :meth:`corpus_guided_labels`). ``B_c = F(Y*_c) + q_c(Y*_c) - F(p_c) + q_c(p_c)``: the
+        ``F`` difference is :meth:`_corpus_chunk_term` summed over the chunks by their share,
+        the rest is the plan's ``constant``."""
+        chunks = as_chunks(unlabeled)
+        corpora = self._corpora(chunks)
+        if points is None:
+            points = self._corpus_guided(corpora, None)
+        labels: list[list[tuple[Tensor, Tensor]]] = [[] for _ in chunks]
+        constant, uncertified = 0.0, 0
+        for i, (con, corpus, point) in enumerate(zip(self._corpus, corpora, points)):
+            penalty = self._corpus_penalty(con, corpus)
+            warm = [self._corpus_warm[i]] if i in self._corpus_warm else []
+            result = ratio_convex_max(corpus, penalty, budget=self.corpus_budget, warm=warm)
+            self._corpus_warm[i] = result.multiplier
+            constant += result.value - result.point.score + penalty(corpus.evaluate(point).ratio)
+            uncertified += int(not result.certified)
+            for k in range(len(chunks)):
+                labels[k].append((result.point.labels[k], point[k]))
+        return _CorpusPlan(labels, constant, uncertified)
+
+    def _corpus_chunk_term(self, labels: list[tuple[Tensor, Tensor]], pot: Tensor, lengths: Tensor) -> Tensor:
+        """``mean_j sum_c s_j(Y*_cj) - s_j(p_cj)`` over one chunk, differentiable in ``pot``."""
+        total = pot.new_zeros(())
+        for best, point in labels:
+            total = total + (self.structure.score(pot, best, lengths) - self.structure.score(pot, point, lengths)).mean()
+        return total
+
     def _constraint_inputs(
         self, batch: Batch, pot: Tensor
     ) -> tuple[Optional[ConstraintFeatures], list[Constraint], int, Tensor]:
@@ -662,6 +815,9 @@ class CCCPModule(StructuredModule):
         outer = self._outer()
         if outer != self._lin_outer:
             self._linearized = {}
+            if self._corpus_points:
+                self._corpus_previous = self._corpus_points
+            self._corpus_points = {}
             self._lin_outer = outer
         key = self._cache_key(batch, batch_idx)
         if key in self._linearized:
@@ -671,6 +827,8 @@ class CCCPModule(StructuredModule):
             unlabeled = labeled
         if unlabeled is None:
             return None
+        if self._corpus:
+            self._corpus_points[key] = self.corpus_guided_labels(unlabeled, self._corpus_previous.get(key))
         if isinstance(unlabeled, list):  # chunks (closed-form v: no initialisation of v)
             points = [self.constraint_guided_labels(chunk) for chunk in unlabeled]
             self._linearized[key] = points
@@ -718,6 +876,8 @@ class CCCPModule(StructuredModule):
         self.log("train/unlabeled_loss", terms.unlabeled_loss.detach(), **log)
         self.log("train/weight_norm_squared", terms.weight_norm_squared.detach(), **log)
         self.log("train/search_uncertified", float(self._last_uncertified), **log)
+        for name, value in self._corpus_log.items():
+            self.log(name, value, **log)
         if first_of_outer:
             value = float(last["first"].objective.detach())
             self.log("train/cccp_objective", value, **log)
