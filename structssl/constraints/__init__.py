@@ -70,6 +70,8 @@ k-best-reranking bound). Uncertified rows are reported, never silently accepted 
 **Layout.** :mod:`~structssl.constraints.base` (the :class:`Constraint` protocol),
 :mod:`~structssl.constraints.instance` (instance-level constraints),
 :mod:`~structssl.constraints.corpus` (corpus-level ratios),
+:mod:`~structssl.constraints.corpus_search` (the multiplier searches over a whole corpus for
+a ratio with a label-free denominator, used by CCCP's corpus term),
 :mod:`~structssl.constraints.constraint_set` (:class:`ConstraintSet`: counts and penalties
 together), :mod:`~structssl.constraints.features` (feature maps linear in parts),
 :mod:`~structssl.constraints.search` (k-best reranking for the non-linear ones) and
@@ -80,6 +82,14 @@ from ``structssl.constraints`` (and configs name them so: ``structssl.constraint
 from structssl.constraints.base import Constraint
 from structssl.constraints.constraint_set import ConstraintSet
 from structssl.constraints.corpus import ExpectedCount, LabelProportion, TransitionFraction
+from structssl.constraints.corpus_search import (
+    RatioCorpus,
+    RatioPenalty,
+    RatioSearch,
+    ratio_convex_max,
+    ratio_corpus,
+    ratio_guided_max,
+)
 from structssl.constraints.features import ConcatFeatures, PositionFeatures
 from structssl.constraints.instance import (
     DEFAULT_PUNCTUATION,
@@ -107,6 +117,12 @@ __all__ = [
     "LabelProportion",
     "ExpectedCount",
     "TransitionFraction",
+    "RatioPenalty",
+    "RatioCorpus",
+    "RatioSearch",
+    "ratio_corpus",
+    "ratio_convex_max",
+    "ratio_guided_max",
     "ConstraintSet",
     "PositionFeatures",
     "ConcatFeatures",

@@ -43,7 +43,7 @@ term off) before the first outer iteration ("w from the supervised solution"), o
 zero-initialised scorer (section 4's ``w0 = 0``).
 
 Constraint features. ``constraints`` is a :class:`~structssl.constraints.ConstraintSet` of
-instance-level constraints (bound to the data module's labels at setup when unbound). Its
+instance-level constraints, and corpus-level ones as below (bound to the data module's labels at setup when unbound). Its
 linear indicators fold into the potentials
 (:meth:`~structssl.constraints.ConstraintSet.indicator_features`); the global non-linear ones
 (:class:`~structssl.constraints.ConsecutiveFields`, :class:`~structssl.constraints.AtMostOnce`,
@@ -52,6 +52,45 @@ found by :func:`~structssl.constraints.kbest_search` with ``search_k`` candidate
 search cannot certify exact are counted in ``train/search_uncertified`` (the DC bound then uses
 the best candidate found). ``formulation="labeling"`` ignores ``constraints`` and uses the node
 indicators ``phi(x, y)_{tC+c} = [y_t = c]`` of section 4 (d = N C).
+
+Corpus-level constraints (issue 17). A ratio constraint over the whole unlabeled set whose
+denominator does not depend on the labels (:class:`~structssl.constraints.LabelProportion`,
+:class:`~structssl.constraints.ExpectedCount`; ``r(Y) = sum_j num_j(y_j) / D``, target ``t``)
+adds its own DC term to the bracket, with ``v = t`` in closed form (the analogue of ``v_j = a_j``).
+Written for one example, the bracket above is ``B_j = max_y [s_j + (mu/4)||phi_j - v_j||^2] -
+max_y [s_j - (mu/4)||phi_j - v_j||^2]``; the corpus term is the same with the corpus as the
+example::
+
+    J += (C2/n) sum_c B_c,   B_c = max_Y [F(Y) + q_c(Y)] - max_Y [F(Y) - q_c(Y)]
+    F(Y) = (1/m) sum_j s_j(y_j),   q_c(Y) = (D/m) weight_c (mu/4) dev_c(r(Y))^2
+
+with ``dev = r - t`` ("eq"), ``[r - t]_+`` ("le"), ``[t - r]_+`` ("ge"). Scaling: ``F`` is
+the mean score, so ``B_c`` sits beside ``mean_j B_j`` with the same ``C2/n``; the factor
+``D/m`` counts the squared violation once per unit of the denominator (per token for a
+proportion, per example for an expected count), which makes the per-token bias of the
+searches ``2 weight (mu/4) dev`` whatever the corpus size and the sentence lengths (with ``1``
+instead of ``D/m`` a proportion's pull would shrink with the mean sentence length). Lemma-1
+analogue: ``B_c >= q_c(y_hat)`` (``max F + q >= F(y_hat) + q(y_hat)``, ``max F - q <=
+F(y_hat)``), a smooth surrogate of the prediction's squared corpus violation. Both maxima are
+over joint labelings of the corpus and are found through one multiplier on the ratio
+(:mod:`structssl.constraints.corpus_search`): the convex part exactly, by a branch and bound
+over the multiplier whose every step is one batched Viterbi over all chunks (certified unless
+``corpus_budget`` decodes do not suffice: ``train/corpus_uncertified``), its value and its
+gradient (Danskin) at the maximiser ``Y*_c``; the concave part at the CCCP linearisation point
+``p_c`` (no gradient), by Lagrangian relaxation (bisection on the multiplier, then mixtures of
+the two labelings that bracket the target), never worse than the last outer iteration's
+``p_c`` (so the logged CCCP objective still cannot increase), its duality gap logged as
+``train/corpus_guided_gap`` (any ``p_c`` gives a valid majoriser; a better one a tighter one).
+The term needs the whole unlabeled set in every training step (full batches, given as one
+batch or as length chunks: the searches sum the counts over the chunks and the gradient is
+accumulated chunk by chunk). An "eq" constraint pushes down the most violating labeling on
+either side of the target (for a large weight often the one far on the other side of the
+prediction's error); "ge" / "le" act only in the direction they name. The weight must make
+``2 weight (mu/4) dev`` comparable with the per-token score margins to change the
+linearisation point at all. Refused at construction, by name: ratios whose denominator
+depends on the labels (:class:`~structssl.constraints.TransitionFraction`: not linear in the
+parts, the multiplier search would not be exact; use label switching) and hard corpus
+constraints (the term is a soft penalty).
 
 Extra constraint features in ``Phi`` ("I" of Table 1, ``extra_features=True``): one learned
 weight per linear-indicator constraint times its number of satisfied positions, and a second
@@ -312,7 +351,8 @@ class CCCPModule(StructuredModule):
         structure: a :class:`~structssl.structures.LinearChain` (the constraint features and
             the k-best search are chain-specific).
         scorer: inputs -> potentials (e.g. ``LinearChainScorer``).
-        constraints: the prior knowledge (instance-level; required for
+        constraints: the prior knowledge (instance-level, and corpus-level ratios with a
+            label-free denominator, see the module docstring; required for
             ``formulation="transductive"``).
         formulation: ``"transductive"`` (eq. 13: labeled hinge + constraints on unlabeled
             data) or ``"labeling"`` (section 4, eq. 16: labels enter only through Gamma with
@@ -331,6 +371,8 @@ class CCCPModule(StructuredModule):
         max_length: longest example (parameter mode storage; default: from the data module).
         extra_features: add the constraint features to ``Phi`` ("I").
         search_k: k of the k-best search for non-linear constraints.
+        corpus_budget: the most corpus decodes (batched Viterbi passes over the whole
+            unlabeled set) of one convex corpus search; beyond it the search stops uncertified.
         steps_per_batch: optimiser steps per training batch (useful with ``adam``/``sgd`` on
             full batches: an epoch is then ``steps_per_batch`` steps). The hinge loss is not
             smooth; L-BFGS tends to stall on it, Adam is the robust choice.
