@@ -385,7 +385,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from structssl.clustering.cli import main as clustering_main
 
         return clustering_main(rest)
-    cli_main(None if argv is None else args)
+    from structssl.data.modules.base import is_data_error
+
+    try:
+        cli_main(None if argv is None else args)
+    except (OSError, ValueError) as err:
+        if not is_data_error(err):
+            raise
+        # a missing or malformed data file: its message names the file and line
+        print(f"structssl {command}: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

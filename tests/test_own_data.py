@@ -585,3 +585,29 @@ def test_semi_supervised_configs_on_a_tag_set_never_seen(
         assert {bound.label_names[i] for i in lower.indices} == inside and "I-DRUG" in inside
     tagged = Tagger.load(out).tag([["Tomar", "aspirina", "10mg"]])
     assert len(tagged[0]) == 3
+
+
+@pytest.mark.parametrize("which", ["train", "dev", "missing"])
+def test_fit_reports_a_bad_data_file_without_traceback(
+    tmp_path: Path, which: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good, bad = tmp_path / "good.conll", tmp_path / "bad.conll"
+    good.write_text("El O\nGrupo B-ORG\n\nAna B-PER\nrie O\n\n")
+    bad.write_text("El O\nGrupo NC B-ORG\n\n")
+    train = {"train": bad, "dev": good, "missing": tmp_path / "absent.conll"}[which]
+    dev = bad if which == "dev" else good
+    status = main(["fit", "--config", str(CONFIG), "--data.train_file",
+                    str(train), "--data.dev_file", str(dev), "--trainer.default_root_dir",
+                    str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "Traceback" not in err
+    expected = "absent.conll (the train file)" if which == "missing" else "bad.conll:2: expected 2 columns"
+    assert "structssl fit: " in err and expected in err, err
+
+
+def test_fit_still_raises_errors_that_are_not_data_errors(tmp_path: Path) -> None:
+    (tmp_path / "t.conll").write_text("El O\nGrupo B-ORG\n\n")
+    with mock.patch("structssl.cli.cli_main", side_effect=ValueError("a bug")):
+        with pytest.raises(ValueError, match="a bug"):
+            main(["fit", "--config", str(CONFIG)])

@@ -51,6 +51,7 @@ from structssl.data.batch import SEQUENCE_KEYS, collate_sequences
 
 __all__ = [
     "SemiSupervisedDataModule",
+    "is_data_error",
     "ShardSampler",
     "split_pool",
     "seeded_parts",
@@ -250,6 +251,12 @@ class ShardSampler(torch.utils.data.DistributedSampler):
         return iter(order[self.rank : self.total_size : self.num_replicas])
 
 
+def is_data_error(err: BaseException) -> bool:
+    """Whether ``err`` was raised while a data module read its files (see
+    :meth:`SemiSupervisedDataModule.setup`): a user's data or path, not a bug."""
+    return bool(getattr(err, "_structssl_data_error", False))
+
+
 class SemiSupervisedDataModule(pl.LightningDataModule):
     """Base of the data modules: loaders over example lists made by :meth:`build` (see module doc).
 
@@ -294,9 +301,16 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
 
     # ------------------------------------------------------------------ lightning hooks
     def setup(self, stage: Optional[str] = None) -> None:
-        """Build the splits once (deterministic given the arguments)."""
+        """Build the splits once (deterministic given the arguments). A file that is missing or
+        cannot be read (``OSError`` / ``ValueError``, their messages naming the file and line)
+        propagates unchanged, marked by :func:`is_data_error` so that the command line reports
+        it without a traceback."""
         if self._splits is None:
-            splits = self.build()
+            try:
+                splits = self.build()
+            except (OSError, ValueError) as err:
+                err._structssl_data_error = True  # type: ignore[attr-defined]
+                raise
             assert set(splits) == {"labeled", "unlabeled", "dev", "test"}, set(splits)
             self._splits = splits
 
