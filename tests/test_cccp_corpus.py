@@ -38,7 +38,7 @@ def _tiny(seed: int, cls: type = LabelProportion, bound: str = "eq", target: flo
     """3 sentences of lengths 3, 1, 2 in two chunks, random float64 potentials."""
     g = torch.Generator().manual_seed(seed)
     lengths = [torch.tensor([3, 1]), torch.tensor([2])]
-    pots = [torch.randn(2, 3, C, C, generator=g, dtype=D) * 2, torch.randn(1, 2, C, C, generator=g, dtype=D) * 2]
+    pots = [torch.randn(b, n, C, C, generator=g, dtype=D) * 2 for b, n in ((2, 3), (1, 2))]
     label = ["b", "c"] if seed % 2 else "b"
     con = cls(label=label, target=target, bound=bound).bind(LABELS)
     corpus = ratio_corpus(con, LinearChain(C), pots, lengths, [None, None])
@@ -55,7 +55,8 @@ def _brute(con, pots, lengths, denominator: float) -> tuple[torch.Tensor, torch.
             ys = torch.tensor(list(itertools.product(range(C), repeat=n))).view(-1, n)
             full = torch.zeros(len(ys), pot.shape[1], dtype=torch.long)
             full[:, :n] = ys
-            s = structure.score(pot[i : i + 1].expand(len(ys), -1, -1, -1), full, torch.full((len(ys),), n))
+            rows = pot[i : i + 1].expand(len(ys), -1, -1, -1)
+            s = structure.score(rows, full, torch.full((len(ys),), n))
             per.append((s, torch.isin(ys, torch.tensor(con.indices)).sum(1).to(D)))
     f, r = [], []
     for combo in itertools.product(*[range(len(s)) for s, _ in per]):
@@ -104,7 +105,8 @@ def test_guided_search_keeps_a_better_candidate() -> None:
     # the best joint labeling, split back into chunks, as the candidate: it must be kept
     best = int((f - _q(penalty, r)).argmax())
     sizes = [[int(x) for x in ln] for ln in lengths]
-    flat = list(itertools.product(*[list(itertools.product(range(C), repeat=n)) for ln in sizes for n in ln]))[best]
+    per_example = [list(itertools.product(range(C), repeat=n)) for ln in sizes for n in ln]
+    flat = list(itertools.product(*per_example))[best]
     labels, k = [], 0
     for pot, ln in zip(pots, sizes):
         y = torch.zeros(len(ln), pot.shape[1], dtype=torch.long)
@@ -167,7 +169,8 @@ class _Scorer(torch.nn.Module):
 
 
 def _module(corpus_constraints: list, seed: int = 0, m: int = 6, mu: float = 2.0) -> CCCPModule:
-    cset = ConstraintSet([WordLabels(labels=["c"], words=["ca"]), *corpus_constraints], labels=LABELS)
+    instance = WordLabels(labels=["c"], words=["ca"])
+    cset = ConstraintSet([instance, *corpus_constraints], labels=LABELS)
     model = CCCPModule(LinearChain(C), _Scorer(4, seed), cset, C1=1.0, C2=3.0, mu=mu,
                        num_labeled=3, num_unlabeled=m)
     model.setup("fit")
@@ -243,7 +246,8 @@ def test_corpus_term_bounds_the_squared_violation() -> None:
     with torch.no_grad():
         plan = model.corpus_terms(unlabeled)
         pot = model.potentials(unlabeled)
-        b_c = float(model._corpus_chunk_term(plan.labels[0], pot, unlabeled["lengths"]) + plan.constant)
+        b_c = float(model._corpus_chunk_term(plan.labels[0], pot, unlabeled["lengths"]))
+        b_c += plan.constant
         y_hat = model.decode(unlabeled)
     con, tokens = model._corpus[0], float(unlabeled["lengths"].sum())
     ratio = float(con.counts(y_hat, unlabeled["lengths"]).sum(0)[0]) / tokens
@@ -325,7 +329,8 @@ def test_fit_moves_the_predicted_proportion_toward_the_target(tmp_path: Path) ->
         batch = dm.collate(dm.splits["unlabeled"])
         with torch.no_grad():
             labels = model.decode(batch)
-        ratio = float(model._corpus[0].counts(labels, batch["lengths"]).sum(0)[0]) / float(batch["lengths"].sum())
+        hits = float(model._corpus[0].counts(labels, batch["lengths"]).sum(0)[0])
+        ratio = hits / float(batch["lengths"].sum())
         return ratio, model.cccp_objectives
 
     ratio_off, _ = fit(1e-6, "eq", 100.0)
@@ -334,3 +339,53 @@ def test_fit_moves_the_predicted_proportion_toward_the_target(tmp_path: Path) ->
         assert len(objectives) == 4
         assert all(b <= a + 1e-6 * abs(a) for a, b in zip(objectives, objectives[1:])), objectives
         assert abs(ratio_on - target) < abs(ratio_off - target) - 0.1, (bound, ratio_on, ratio_off)
+
+
+# ---------------------------------------------------------------------- target from the labeled split
+def test_target_estimated_from_labeled_examples() -> None:
+    """``target="labeled"``: the ratio of the labeled examples' summed counts; unresolved it
+    refuses to score, and the estimate is checked like a given target."""
+    labels = torch.tensor([[1, 0, 2, 0], [1, 1, 0, 0]])
+    lengths = torch.tensor([4, 2])
+    con = LabelProportion("b", "labeled", bound="ge").bind(LABELS)
+    with pytest.raises(ValueError, match="target='labeled' has not been estimated"):
+        con.violation(labels, lengths)
+    est = con.with_target_from(labels, lengths)
+    assert est.target == pytest.approx(3 / 6) and est.bound == "ge" and est.target_from is None
+    assert float(est.violation(labels, lengths)) == 0.0
+    mean = ExpectedCount(["b", "c"], "labeled").bind(LABELS).with_target_from(labels, lengths)
+    assert mean.target == pytest.approx(4 / 2)
+    with pytest.raises(ValueError, match="needs labeled examples"):
+        con.with_target_from(labels[:0], lengths[:0])
+    with pytest.raises(ValueError, match=r"target must be a proportion in \[0, 1\] \(or 'labeled'\)"):
+        LabelProportion("b", "tagged")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="target must be a fraction"):
+        TransitionFraction("labeled")  # type: ignore[arg-type]
+
+
+def test_module_estimates_the_target_at_setup() -> None:
+    """CCCPModule.setup("fit") estimates target="labeled" from the data module's labeled split
+    (and refuses a data module without labeled examples)."""
+    from structssl.data.modules.base import SemiSupervisedDataModule
+
+    labeled = [{"inputs": torch.zeros(n, 1), "labels": torch.tensor(y), "lengths": torch.tensor(n)}
+               for n, y in ((3, [1, 0, 1]), (1, [2]))]
+
+    class _DM:
+        num_labeled_examples, num_unlabeled_examples, label_names = 2, 4, LABELS
+        collate = staticmethod(SemiSupervisedDataModule.collate)
+
+        def __init__(self, examples: list) -> None:
+            self.splits = {"labeled": examples, "unlabeled": []}
+
+    def module(examples: list) -> CCCPModule:
+        cset = ConstraintSet([LabelProportion("b", "labeled", weight=2.0)])
+        model = CCCPModule(LinearChain(C), torch.nn.Linear(1, 1), cset)
+        model._trainer = type("T", (), {"datamodule": _DM(examples)})()  # type: ignore[assignment]
+        model.setup("fit")
+        return model
+
+    model = module(labeled)
+    assert model._corpus[0].target == pytest.approx(2 / 4)
+    with pytest.raises(ValueError, match="has no labeled examples"):
+        module([])

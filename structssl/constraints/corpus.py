@@ -3,6 +3,8 @@ section 4.1.1's label proportions and transition fraction, seed 000's expectatio
 
 from __future__ import annotations
 
+import copy
+import math
 from typing import Any, Literal, Optional, Sequence, Union
 
 import torch
@@ -23,7 +25,9 @@ class _Ratio(Constraint):
     counts: (B, 2) = (numerator, denominator) per example.
 
     Args:
-        target: the ratio; must lie in [0, ``max_target``] (``what`` names it in the error).
+        target: the ratio; must lie in [0, ``max_target``] (``what`` names it in the error);
+            or ``"labeled"`` where the subclass allows it (``estimable``): estimated later from
+            labeled examples by :meth:`with_target_from` (the procedure does it at setup).
     """
 
     level = "corpus"
@@ -40,17 +44,55 @@ class _Ratio(Constraint):
         name: Optional[str],
         what: str = "a fraction in [0, 1]",
         max_target: float = 1.0,
+        estimable: bool = False,
     ) -> None:
-        number = isinstance(target, (int, float)) and not isinstance(target, bool)
-        if not number or not 0.0 <= target <= max_target:
-            raise ValueError(f"target must be {what}; got {target!r}")
+        #: where the target comes from when it is not given: "labeled" (see with_target_from)
+        self.target_from: Optional[str] = None
+        self._what, self._max_target = what, max_target
+        if estimable and target == "labeled":
+            self.target_from = "labeled"
+        else:
+            self._check_target(target, " (or 'labeled')" if estimable else "")
         super().__init__(hard=hard, weight=weight, name=name)
         if bound not in ("eq", "ge", "le"):
             raise ValueError(f"bound must be one of 'eq', 'ge', 'le'; got {bound!r}")
         self.bound = bound
-        self.target = float(target)
+        self.target: float = math.nan if self.target_from else float(target)
+
+    def _check_target(self, target: object, alternative: str = "") -> None:
+        number = isinstance(target, (int, float)) and not isinstance(target, bool)
+        if not number or not 0.0 <= target <= self._max_target:  # type: ignore[operator]
+            raise ValueError(f"target must be {self._what}{alternative}; got {target!r}")
+
+    def with_target_from(self, labels: Tensor, lengths: Tensor, tokens: Optional[Any] = None) -> "_Ratio":
+        """A copy whose target is the ratio of the counts summed over the given (labeled)
+        examples, e.g. the class proportion of the tagged sentences (issue 17); the bound and
+        the weight stay.
+
+        Shape:
+            labels: (B, N) long; lengths: (B,).
+
+        Raises:
+            ValueError: no examples, a zero denominator, or an estimate outside the allowed range.
+        """
+        if int(lengths.numel()) == 0:
+            raise ValueError(f"{self.name}: target='labeled' needs labeled examples; got none")
+        totals = self.counts(labels, lengths, tokens).double().sum(0)
+        if not float(totals[1]) > 0:
+            raise ValueError(f"{self.name}: the labeled examples give a zero denominator")
+        estimate = float(totals[0] / totals[1])
+        self._check_target(estimate)
+        out = copy.copy(self)
+        out.target, out.target_from = estimate, None
+        return out
 
     def violation_from_counts(self, counts: Tensor) -> Tensor:
+        if self.target_from is not None:
+            raise ValueError(
+                f"{self.name}: target={self.target_from!r} has not been estimated; call "
+                "with_target_from(labels, lengths) on the labeled examples (CCCPModule does it "
+                "at setup)"
+            )
         ratio = counts[..., 0] / counts[..., 1].clamp(min=1e-12)
         if self.bound == "eq":
             return (ratio - self.target).abs()
@@ -68,7 +110,7 @@ class _LabelRatio(_Ratio):
     def __init__(
         self,
         label: Union[LabelSpec, Sequence[LabelSpec]],
-        target: float,
+        target: Union[float, str],
         bound: Literal["eq", "ge", "le"],
         hard: bool,
         weight: float,
@@ -98,7 +140,8 @@ class LabelProportion(_LabelRatio):
 
     Args:
         label: a label name (or list: any of them).
-        target: the proportion, in [0, 1].
+        target: the proportion, in [0, 1], or ``"labeled"``: the proportion of the labeled
+            examples, estimated by :meth:`with_target_from` (CCCPModule: at setup, logged).
         bound: ``"eq"`` (L1 to target), ``"ge"`` (at least), ``"le"`` (at most).
 
     Raises:
@@ -108,13 +151,14 @@ class LabelProportion(_LabelRatio):
     def __init__(
         self,
         label: Union[LabelSpec, Sequence[LabelSpec]],
-        target: float,
+        target: Union[float, Literal["labeled"]],
         bound: Literal["eq", "ge", "le"] = "eq",
         hard: bool = False,
         weight: float = 1.0,
         name: Optional[str] = None,
     ) -> None:
-        super().__init__(label, target, bound, hard, weight, name, what="a proportion in [0, 1]")
+        super().__init__(label, target, bound, hard, weight, name, what="a proportion in [0, 1]",
+                         estimable=True)
 
     def _denominator(self, lengths: Tensor) -> Tensor:
         return lengths
@@ -124,7 +168,8 @@ class ExpectedCount(_LabelRatio):
     """Each example has on average ``target`` tokens with ``label`` (seed 000 eq. 5 style
     expectation over the corpus).
 
-    counts: (B, 2) = (#tokens with the label, 1), linear in parts.
+    counts: (B, 2) = (#tokens with the label, 1), linear in parts. ``target="labeled"``: the
+    mean count of the labeled examples (:meth:`with_target_from`).
 
     Raises:
         ValueError: ``target < 0``.
@@ -133,14 +178,15 @@ class ExpectedCount(_LabelRatio):
     def __init__(
         self,
         label: Union[LabelSpec, Sequence[LabelSpec]],
-        target: float,
+        target: Union[float, Literal["labeled"]],
         bound: Literal["eq", "ge", "le"] = "eq",
         hard: bool = False,
         weight: float = 1.0,
         name: Optional[str] = None,
     ) -> None:
         super().__init__(
-            label, target, bound, hard, weight, name, what="an expected count >= 0", max_target=float("inf")
+            label, target, bound, hard, weight, name, what="an expected count >= 0",
+            max_target=float("inf"), estimable=True,
         )
 
     def _denominator(self, lengths: Tensor) -> Tensor:

@@ -56,7 +56,15 @@ from structssl.structures.base import Structure
 if TYPE_CHECKING:
     from structssl.constraints.base import Constraint
 
-__all__ = ["RatioPenalty", "RatioCorpus", "ratio_corpus", "RatioPoint", "RatioSearch", "ratio_convex_max", "ratio_guided_max"]
+__all__ = [
+    "RatioPenalty",
+    "RatioCorpus",
+    "ratio_corpus",
+    "RatioPoint",
+    "RatioSearch",
+    "ratio_convex_max",
+    "ratio_guided_max",
+]
 
 
 class RatioPenalty:
@@ -191,7 +199,8 @@ class RatioCorpus:
     def evaluate(self, labels: Sequence[Tensor]) -> RatioPoint:
         """The point of given labels (one tensor per chunk)."""
         scores, nums = [], []
-        for pot, w, o, ln, y in zip(self.potentials, self.numerator, self.offset, self.lengths, labels):
+        rows = zip(self.potentials, self.numerator, self.offset, self.lengths, labels)
+        for pot, w, o, ln, y in rows:
             scores.append(self.structure.score(pot, y, ln))
             nums.append(self.structure.score(w, y, ln) + o)
         s = float(sum(x.sum() for x in scores)) / self.num_examples
@@ -238,10 +247,12 @@ def ratio_corpus(
     numerator, offset, denominator = [], [], 0.0
     for pot, ln, tok in zip(potentials, lengths, tokens):
         feats = constraint.features(tok, ln, dtype=torch.float64)
-        b = int(ln.shape[0])
-        pick = torch.zeros(b, 2, dtype=torch.float64, device=ln.device)
-        num_w = feats.adjoint(pick.index_fill(1, torch.tensor([0], device=ln.device), 1.0), pot.double())
-        den_w = feats.adjoint(pick.index_fill(1, torch.tensor([1], device=ln.device), 1.0), pot.double())
+        pick_num = torch.zeros(int(ln.shape[0]), 2, dtype=torch.float64, device=ln.device)
+        pick_den = pick_num.clone()
+        pick_num[:, 0] = 1.0
+        pick_den[:, 1] = 1.0
+        num_w = feats.adjoint(pick_num, pot.double())
+        den_w = feats.adjoint(pick_den, pot.double())
         assert isinstance(num_w, Tensor) and isinstance(den_w, Tensor)
         if bool((den_w != 0).any()):
             raise ValueError(
@@ -249,8 +260,8 @@ def ratio_corpus(
                 "needs a denominator fixed by the inputs (e.g. LabelProportion, ExpectedCount)"
             )
         numerator.append(num_w)
-        offset.append(feats.offset_dot(pick.index_fill(1, torch.tensor([0], device=ln.device), 1.0)))
-        denominator += float(feats.offset_dot(pick.index_fill(1, torch.tensor([1], device=ln.device), 1.0)).sum())
+        offset.append(feats.offset_dot(pick_num))
+        denominator += float(feats.offset_dot(pick_den).sum())
     return RatioCorpus(structure, potentials, lengths, numerator, offset, denominator)
 
 
@@ -302,7 +313,8 @@ def ratio_convex_max(
         u = min(max(2 * a * (k - t), ua), ub)
         return ha + k * (u - ua) - u * t - u * u / (4 * a)
 
-    us = sorted({lo + (hi - lo) * i / (grid - 1) for i in range(grid)} | {min(max(w, lo), hi) for w in warm})
+    spaced = {lo + (hi - lo) * i / (grid - 1) for i in range(grid)}
+    us = sorted(spaced | {min(max(w, lo), hi) for w in warm})
     known: list[tuple[float, float, float]] = []  # (u, H(u), r)
     for u in us:
         point = corpus.decode(u)
@@ -345,15 +357,19 @@ def ratio_convex_max(
     bound = max([value] + [-neg for neg, _, _ in heap])
     point = best["point"]  # type: ignore[assignment]
     assert isinstance(point, RatioPoint)
-    return RatioSearch(point, value, bound, not heap, corpus.evaluations - start, float(best["u"]))  # type: ignore[arg-type]
+    u_best = float(best["u"])  # type: ignore[arg-type]
+    return RatioSearch(point, value, bound, not heap, corpus.evaluations - start, u_best)
 
 
-def _mixtures(corpus: RatioCorpus, penalty: RatioPenalty, first: RatioPoint, second: RatioPoint) -> Optional[tuple[RatioPoint, float]]:
+def _mixtures(
+    corpus: RatioCorpus, penalty: RatioPenalty, first: RatioPoint, second: RatioPoint
+) -> Optional[tuple[RatioPoint, float]]:
     """The best per-example mixture of two labelings by ``F - q`` along one greedy order
     (from ``first``, switch examples to ``second`` by their score change per unit of ratio
     moved towards ``second``'s ratio); None when they do not differ."""
     ds = torch.cat([b - a for a, b in zip(first.scores, second.scores)]) / corpus.num_examples
-    dr = torch.cat([b - a for a, b in zip(first.numerators, second.numerators)]) / corpus.denominator
+    dr = torch.cat([b - a for a, b in zip(first.numerators, second.numerators)])
+    dr = dr / corpus.denominator
     direction = 1.0 if second.ratio >= first.ratio else -1.0
     move = dr * direction
     useful = (move > 0) | ((move == 0) & (ds > 0))
@@ -435,7 +451,8 @@ def ratio_guided_max(
                     lo, below = u, point
                 if f >= 0:
                     hi, above = u, point
-                if f == 0 or dual - float(best["value"]) <= _tolerance(dual):  # type: ignore[arg-type]
+                found = float(best["value"])  # type: ignore[arg-type]
+                if f == 0 or dual - found <= _tolerance(dual):
                     break
             if below is not None and above is not None:
                 mixed = _mixtures(corpus, penalty, below, above)
@@ -447,4 +464,6 @@ def ratio_guided_max(
     point = best["point"]  # type: ignore[assignment]
     assert isinstance(point, RatioPoint)
     bound = max(dual, value)
-    return RatioSearch(point, value, bound, bound - value <= _tolerance(value), corpus.evaluations - start, float(best["u"]))  # type: ignore[arg-type]
+    certified = bound - value <= _tolerance(value)
+    u_best = float(best["u"])  # type: ignore[arg-type]
+    return RatioSearch(point, value, bound, certified, corpus.evaluations - start, u_best)
