@@ -389,3 +389,59 @@ def test_module_estimates_the_target_at_setup() -> None:
     assert model._corpus[0].target == pytest.approx(2 / 4)
     with pytest.raises(ValueError, match="has no labeled examples"):
         module([])
+
+
+@pytest.mark.filterwarnings(r"ignore:.*isinstance\(treespec, LeafSpec\)` is deprecated.*:FutureWarning")
+@pytest.mark.filterwarnings("ignore:.*does not have many workers.*")
+@pytest.mark.filterwarnings("ignore:.*The number of training batches.*")
+@pytest.mark.filterwarnings("ignore:.*Total length of `DataLoader` across ranks is zero.*")
+def test_cli_yaml_with_a_labeled_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``structssl fit`` with a corpus constraint written in YAML (``target: labeled``, a tag
+    pattern) on untagged sentences given in length chunks: the target is the tagged
+    sentences' entity proportion, and the corpus term is trained and logged."""
+    from structssl.cli import cli_main
+
+    monkeypatch.setattr("sys.argv", ["structssl"])
+    rng = random.Random(1)
+    tagged = [_sentence(rng) for _ in range(10)]
+    _write(tmp_path / "t.conll", tagged)
+    _write(tmp_path / "u.txt", [_sentence(rng) for _ in range(30)], tags=False)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "trainer: {max_epochs: 3, logger: false, enable_checkpointing: false,"
+        " enable_progress_bar: false, enable_model_summary: false}\n"
+        "model:\n"
+        "  class_path: structssl.training.cccp.CCCPModule\n"
+        "  init_args:\n"
+        "    structure: {class_path: structssl.structures.LinearChain}\n"
+        "    scorer: {class_path: structssl.scorers.LinearChainScorer}\n"
+        "    constraints:\n"
+        "      class_path: structssl.constraints.ConstraintSet\n"
+        "      init_args:\n"
+        "        constraints:\n"
+        "          - class_path: structssl.constraints.LabelProportion\n"
+        "            init_args: {label: \"[!O]*\", target: labeled, bound: ge, weight: 20.0}\n"
+        "    C2: 10.0\n"
+        "    supervised_epochs: 1\n"
+        "    inner_epochs: 1\n"
+        "    lbfgs_max_iter: 5\n"
+        "data:\n"
+        "  class_path: structssl.data.CoNLLDataModule\n"
+        f"  init_args: {{train_file: {tmp_path / 't.conll'}, dev_file: null, test_file: null,"
+        f" unlabeled_file: {tmp_path / 'u.txt'}, max_chunk_positions: 60}}\n"
+    )
+    seen: list[int] = []
+    original = CCCPModule.corpus_terms
+
+    def spy(self: CCCPModule, unlabeled: Any, points: Any = None) -> Any:
+        seen.append(len(unlabeled) if isinstance(unlabeled, list) else 1)
+        return original(self, unlabeled, points)
+
+    monkeypatch.setattr(CCCPModule, "corpus_terms", spy)
+    cli = cli_main(["fit", f"--config={config}", "--test_after_fit=false"])
+    model = cli.model
+    entity = sum(tag != "O" for sent in tagged for _, tag in sent)
+    assert model._corpus[0].target == pytest.approx(entity / sum(len(s) for s in tagged))
+    assert seen and min(seen) > 1  # the whole unlabeled set, as several chunks
+    assert len(model.cccp_objectives) == 2
+    assert "train/corpus_guided_gap" in cli.trainer.callback_metrics
