@@ -64,7 +64,9 @@ class _Ratio(Constraint):
         if not number or not 0.0 <= target <= self._max_target:  # type: ignore[operator]
             raise ValueError(f"target must be {self._what}{alternative}; got {target!r}")
 
-    def with_target_from(self, labels: Tensor, lengths: Tensor, tokens: Optional[Any] = None) -> "_Ratio":
+    def with_target_from(
+        self, labels: Tensor, lengths: Tensor, tokens: Optional[Any] = None
+    ) -> "_Ratio":
         """A copy whose target is the ratio of the counts summed over the given (labeled)
         examples, e.g. the class proportion of the tagged sentences (issue 17); the bound and
         the weight stay.

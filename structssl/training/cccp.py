@@ -43,7 +43,8 @@ term off) before the first outer iteration ("w from the supervised solution"), o
 zero-initialised scorer (section 4's ``w0 = 0``).
 
 Constraint features. ``constraints`` is a :class:`~structssl.constraints.ConstraintSet` of
-instance-level constraints, and corpus-level ones as below (bound to the data module's labels at setup when unbound). Its
+instance-level constraints, and corpus-level ones as below (bound to the data module's labels
+at setup when unbound). Its
 linear indicators fold into the potentials
 (:meth:`~structssl.constraints.ConstraintSet.indicator_features`); the global non-linear ones
 (:class:`~structssl.constraints.ConsecutiveFields`, :class:`~structssl.constraints.AtMostOnce`,
@@ -315,8 +316,9 @@ def _check_corpus_constraints(corpus: Sequence[Constraint], formulation: str) ->
     """Refuse the corpus-level constraints the corpus term cannot take (named, with why)."""
     if corpus and formulation != "transductive":
         raise ValueError(
-            f"corpus-level constraints {[c.name for c in corpus]} need formulation='transductive' "
-            f"(the labeling formulation has no constraint term over unlabeled data); got {formulation!r}"
+            f"corpus-level constraints {[c.name for c in corpus]} need "
+            "formulation='transductive' (the labeling formulation has no constraint term over "
+            f"unlabeled data); got {formulation!r}"
         )
     for con in corpus:
         if not getattr(con, "label_free_denominator", False) or not con.linear_counts:
@@ -486,7 +488,7 @@ class CCCPModule(StructuredModule):
         self._corpus: list[Constraint] = []
         self._corpus_points: dict[Any, list[list[Tensor]]] = {}
         self._corpus_previous: dict[Any, list[list[Tensor]]] = {}
-        self._corpus_warm: dict[str, float] = {}
+        self._corpus_warm: dict[int, float] = {}
         self._corpus_log: dict[str, float] = {}
         self._init_rho()
 
@@ -533,7 +535,9 @@ class CCCPModule(StructuredModule):
         Raises:
             ValueError: such a constraint and a data module without labeled examples.
         """
-        pending = [i for i, c in enumerate(self._corpus) if getattr(c, "target_from", None) == "labeled"]
+        pending = [
+            i for i, c in enumerate(self._corpus) if getattr(c, "target_from", None) == "labeled"
+        ]
         if not pending:
             return
         splits = getattr(dm, "splits", None)
@@ -548,7 +552,8 @@ class CCCPModule(StructuredModule):
 
         batch = dm.collate(examples)
         for i in pending:
-            con = getattr(self._corpus[i], "with_target_from")(batch["labels"], batch["lengths"], batch.get("tokens"))
+            estimate = getattr(self._corpus[i], "with_target_from")
+            con = estimate(batch["labels"], batch["lengths"], batch.get("tokens"))
             rank_zero_info(
                 f"CCCPModule: {con.name} target estimated from the {len(examples)} labeled "
                 f"examples: {con.target:.6g}"
@@ -672,7 +677,8 @@ class CCCPModule(StructuredModule):
         unlabeled chunk), its gradient accumulated: in one piece, or chunk by chunk when a
         part is a list of chunks (:attr:`supports_chunks`; the same value and gradient)."""
         labeled, unlabeled = self._split(batch)
-        corpus_points = None if guided is None else self._corpus_points.get(self._cache_key(batch, batch_idx))
+        key = self._cache_key(batch, batch_idx)
+        corpus_points = None if guided is None else self._corpus_points.get(key)
         if not isinstance(labeled, list) and not isinstance(unlabeled, list):
             terms = self._objective(batch, batch_idx, guided, corpus_points)
             self.manual_backward(terms.objective)
@@ -696,7 +702,8 @@ class CCCPModule(StructuredModule):
                 value, uncertified = self.constraint_term(chunk, at[id(chunk)], pot)
                 self._last_uncertified += uncertified
                 if plan is not None:
-                    value = value + self._corpus_chunk_term(plan.labels[index[id(chunk)]], pot, chunk["lengths"])
+                    labels = plan.labels[index[id(chunk)]]
+                    value = value + self._corpus_chunk_term(labels, pot, chunk["lengths"])
                 return value
 
             u_value = self._backward_chunks(chunks, term, self.C2 / n).to(norm.dtype)
@@ -707,7 +714,11 @@ class CCCPModule(StructuredModule):
         return ObjectiveTerms(objective, norm.detach(), hinge, u_value)
 
     def _objective(
-        self, batch: Batch, batch_idx: int, guided: Optional[Tensor], corpus_points: Optional[list[list[Tensor]]] = None
+        self,
+        batch: Batch,
+        batch_idx: int,
+        guided: Optional[Tensor],
+        corpus_points: Optional[list[list[Tensor]]] = None,
     ) -> ObjectiveTerms:
         labeled, unlabeled = self._split(batch)
         if self.formulation == "labeling":
@@ -730,7 +741,8 @@ class CCCPModule(StructuredModule):
             if self._corpus:
                 assert pot_u is not None
                 plan = self.corpus_terms(unlabeled, corpus_points)
-                u_value = u_value + self._corpus_chunk_term(plan.labels[0], pot_u, unlabeled["lengths"]) + plan.constant
+                corpus = self._corpus_chunk_term(plan.labels[0], pot_u, unlabeled["lengths"])
+                u_value = u_value + corpus + plan.constant
                 self._corpus_log["train/corpus_uncertified"] = float(plan.uncertified)
             objective = objective + self.C2 / n * u_value
         return ObjectiveTerms(objective, norm, hinge, u_value)
@@ -809,13 +821,16 @@ class CCCPModule(StructuredModule):
         tokens = [chunk.get("tokens") for chunk in chunks]
         return [ratio_corpus(con, self.structure, pots, lengths, tokens) for con in self._corpus]
 
-    def _corpus_guided(self, corpora: list[Any], previous: Optional[list[list[Tensor]]]) -> list[list[Tensor]]:
+    def _corpus_guided(
+        self, corpora: list[Any], previous: Optional[list[list[Tensor]]]
+    ) -> list[list[Tensor]]:
         points, gap = [], 0.0
         for i, (con, corpus) in enumerate(zip(self._corpus, corpora)):
             shapes = [tuple(p.shape[:2]) for p in corpus.potentials]
             fits = previous is not None and [tuple(y.shape) for y in previous[i]] == shapes
             candidates = [previous[i]] if fits and previous is not None else []
-            result: RatioSearch = ratio_guided_max(corpus, self._corpus_penalty(con, corpus), candidates=candidates)
+            penalty = self._corpus_penalty(con, corpus)
+            result: RatioSearch = ratio_guided_max(corpus, penalty, candidates=candidates)
             points.append(result.point.labels)
             gap += result.gap
         self._corpus_log["train/corpus_guided_gap"] = gap
@@ -839,7 +854,9 @@ class CCCPModule(StructuredModule):
         """
         return self._corpus_guided(self._corpora(as_chunks(unlabeled)), previous)
 
-    def corpus_terms(self, unlabeled: Any, points: Optional[list[list[Tensor]]] = None) -> _CorpusPlan:
+    def corpus_terms(
+        self, unlabeled: Any, points: Optional[list[list[Tensor]]] = None
+    ) -> _CorpusPlan:
         """The corpus terms at the current ``w`` (no gradient): for each corpus constraint the
         certified maximiser ``Y*_c`` of ``F + q_c``
         (:func:`~structssl.constraints.corpus_search.ratio_convex_max`, warm started at the
@@ -864,11 +881,15 @@ class CCCPModule(StructuredModule):
                 labels[k].append((result.point.labels[k], point[k]))
         return _CorpusPlan(labels, constant, uncertified)
 
-    def _corpus_chunk_term(self, labels: list[tuple[Tensor, Tensor]], pot: Tensor, lengths: Tensor) -> Tensor:
+    def _corpus_chunk_term(
+        self, labels: list[tuple[Tensor, Tensor]], pot: Tensor, lengths: Tensor
+    ) -> Tensor:
         """``mean_j sum_c s_j(Y*_cj) - s_j(p_cj)`` over one chunk, differentiable in ``pot``."""
         total = pot.new_zeros(())
         for best, point in labels:
-            total = total + (self.structure.score(pot, best, lengths) - self.structure.score(pot, point, lengths)).mean()
+            score = self.structure.score
+            gain = score(pot, best, lengths) - score(pot, point, lengths)
+            total = total + gain.mean()
         return total
 
     def _constraint_inputs(
@@ -901,7 +922,8 @@ class CCCPModule(StructuredModule):
         if unlabeled is None:
             return None
         if self._corpus:
-            self._corpus_points[key] = self.corpus_guided_labels(unlabeled, self._corpus_previous.get(key))
+            previous = self._corpus_previous.get(key)
+            self._corpus_points[key] = self.corpus_guided_labels(unlabeled, previous)
         if isinstance(unlabeled, list):  # chunks (closed-form v: no initialisation of v)
             points = [self.constraint_guided_labels(chunk) for chunk in unlabeled]
             self._linearized[key] = points
