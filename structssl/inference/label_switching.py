@@ -332,7 +332,8 @@ def switching_objective(
         if cu > 0:
             part = part + cu * unlabeled_hinge(structure, pot, y, ln, cost).sum().to(part.dtype)
         value = part if value is None else value + part
-        hard = terms.hard_violation(counts).sum() if hard is None else hard + terms.hard_violation(counts).sum()
+        violation = terms.hard_violation(counts).sum()
+        hard = violation if hard is None else hard + violation
         totals = counts.sum(0) if totals is None else totals + counts.sum(0)
     assert value is not None and hard is not None and totals is not None
     return value + _Terms(constraints, None).corpus_penalty(totals), hard
@@ -353,7 +354,8 @@ def _parts(
 ) -> list[_Part]:
     """The unlabeled examples as a list of parts: one batch (``labels`` a tensor) is a list
     of one; chunks (``labels`` a list or tuple of tensors) need ``potentials`` and, when given,
-    ``lengths``, ``tokens`` and ``index`` as lists of the same length.
+    ``lengths``, ``tokens`` and ``index`` as lists of the same length (lists, not tuples:
+    factored potentials are tuples).
 
     Raises:
         ValueError: mismatched kinds or numbers of chunks (named with expected and actual).
@@ -366,19 +368,24 @@ def _parts(
                     f"{len(value)} (give labels as a list of chunks too)"
                 )
         return [(potentials, labels, lengths, tokens, index)]
-    if not isinstance(labels, (list, tuple)) or not labels or not all(isinstance(y, Tensor) for y in labels):
-        got = type(labels).__name__ if not isinstance(labels, (list, tuple)) else f"{len(labels)} items"
-        raise ValueError(f"labels must be a Tensor or a non-empty list of Tensors (chunks); got {got}")
+    if not isinstance(labels, list) or not labels or not all(isinstance(y, Tensor) for y in labels):
+        got = f"a list of {len(labels)}" if isinstance(labels, list) else type(labels).__name__
+        raise ValueError(
+            f"labels must be a Tensor or a non-empty list of Tensors (chunks); got {got}"
+        )
     k = len(labels)
     out: dict[str, list[Any]] = {}
-    for name, value in (("potentials", potentials), ("lengths", lengths), ("tokens", tokens), ("index", index)):
+    given = {"potentials": potentials, "lengths": lengths, "tokens": tokens, "index": index}
+    for name, value in given.items():
         if value is None and name != "potentials":
             out[name] = [None] * k
-        elif not isinstance(value, (list, tuple)) or len(value) != k:
-            got = f"a list of {len(value)}" if isinstance(value, (list, tuple)) else type(value).__name__
-            raise ValueError(f"with labels given as {k} chunks, {name} must be a list of {k}; got {got}")
+        elif not isinstance(value, list) or len(value) != k:
+            got = f"a list of {len(value)}" if isinstance(value, list) else type(value).__name__
+            raise ValueError(
+                f"with labels given as {k} chunks, {name} must be a list of {k}; got {got}"
+            )
         else:
-            out[name] = list(value)
+            out[name] = value
     return list(zip(out["potentials"], labels, out["lengths"], out["tokens"], out["index"]))
 
 
@@ -728,26 +735,30 @@ def label_switching(
         ids_all = torch.arange(b, device=device)
     else:
         ids_all = torch.cat([p[4].to(device) for p in parts])  # type: ignore[union-attr]
-        if torch.unique(ids_all).numel() != b:
-            raise ValueError(f"index must hold {b} distinct example ids; got {torch.unique(ids_all).numel()} distinct")
+        distinct = torch.unique(ids_all).numel()
+        if distinct != b:
+            raise ValueError(f"index must hold {b} distinct example ids; got {distinct} distinct")
     canon = ids_all.argsort(stable=True)  # the examples in index order
     start_of = torch.empty_like(lens)
     lens_c = lens[canon]
     start_of[canon] = lens_c.cumsum(0) - lens_c  # each example's offset in the index-order tokens
     num_tokens = int(lens.sum())
+    rows_k = [(chunk_of == k).nonzero().flatten() for k in range(len(parts))]  # global ids
+    pots_k, labels_k, lens_k, toks_k = ([p[i] for p in parts] for i in range(4))
     with torch.no_grad():
         evaluators: list[Any] = []
-        for pot, _, ln, toks, _ in parts:
+        for pot, ln, toks in zip(pots_k, lens_k, toks_k):
             part_terms = _Terms(constraints, toks)
             if use_chain:
                 evaluators.append(_ChainEvaluator(pot, ln, part_terms, cu))  # type: ignore[arg-type]
             else:
-                evaluators.append(_GenericEvaluator(structure, pot, ln, part_terms, cu, num_labels, cost))
-        labels_k = [p[1] for p in parts]
-        toks_k = [p[3] for p in parts]
-        lens_k = [p[2] for p in parts]
-        pots_k = [p[0] for p in parts]
-        initial, _ = switching_objective(structure, pots_k, labels_k, lens_k, constraints, toks_k, cu, cost)
+                evaluators.append(
+                    _GenericEvaluator(structure, pot, ln, part_terms, cu, num_labels, cost)
+                )
+        objective = lambda: switching_objective(  # noqa: E731
+            structure, pots_k, labels_k, lens_k, constraints, toks_k, cu, cost
+        )
+        initial, _ = objective()
         cur_counts = torch.cat(
             [ev.terms.counts(y, ln) for ev, y, ln in zip(evaluators, labels_k, lens_k)]
         )  # (M, d), M = all examples
@@ -762,12 +773,11 @@ def label_switching(
             order_ex = canon[torch.randperm(b, generator=gen).to(device)]
             keys = torch.rand(num_tokens, generator=gen).to(device)
             positions = []  # per part (B_k, N_k): the position visited at step t
-            for y, rows in zip(labels_k, _rows_by_part(chunk_of, torch.arange(b, device=device), len(parts))):
-                n = y.shape[1]
-                steps = torch.arange(n, device=device)
+            for y, rows in zip(labels_k, rows_k):
+                steps = torch.arange(y.shape[1], device=device)
                 valid = steps < lens[rows].unsqueeze(1)
-                at = (start_of[rows].unsqueeze(1) + steps).clamp_max(max(num_tokens - 1, 0))
-                positions.append(torch.where(valid, keys[at], torch.full_like(keys[at], 2.0)).argsort(1))
+                at = (start_of[rows].unsqueeze(1) + steps).clamp_max(num_tokens - 1)
+                positions.append(keys[at].masked_fill(~valid, 2.0).argsort(1))
             in_pass = 0
             for t in range(int(lens.max())):
                 active = order_ex[lens[order_ex] > t]
@@ -802,21 +812,19 @@ def label_switching(
             per_pass.append(in_pass)
             if in_pass == 0 or exhausted:
                 break
-        final, hard = switching_objective(structure, pots_k, labels_k, lens_k, constraints, toks_k, cu, cost)
+        final, hard = objective()
     out: Union[Tensor, list[Tensor]] = labels_k if chunked else labels_k[0]
-    return SwitchingResult(out, float(final), float(initial), switches, per_pass, exhausted, float(hard))
+    return SwitchingResult(
+        out, float(final), float(initial), switches, per_pass, exhausted, float(hard)
+    )
 
 
 def _groups(parts_of: Tensor, num_parts: int) -> list[tuple[int, Tensor]]:
     """``(part, positions)`` of each part present in ``parts_of`` (K,) (one batch: all)."""
     if num_parts == 1:
-        return [(0, torch.arange(parts_of.numel(), device=parts_of.device))] if parts_of.numel() else []
+        everything = torch.arange(parts_of.numel(), device=parts_of.device)
+        return [(0, everything)] if parts_of.numel() else []
     return [(int(k), (parts_of == k).nonzero().flatten()) for k in parts_of.unique().tolist()]
-
-
-def _rows_by_part(chunk_of: Tensor, ids: Tensor, num_parts: int) -> list[Tensor]:
-    """The global ids of each part's rows, in row order."""
-    return [ids[chunk_of == k] for k in range(num_parts)]
 
 
 def _score_block(
@@ -841,7 +849,9 @@ def _score_block(
     for k, sel in groups:
         rows = row_of[idx[sel]]
         m[sel] = positions[k][rows, t]
-        h, counts[sel] = evaluators[k].step(labels_k[k], rows, m[sel], states[k], cur_counts[idx[sel]])
+        h, counts[sel] = evaluators[k].step(
+            labels_k[k], rows, m[sel], states[k], cur_counts[idx[sel]]
+        )
         hinge = h.new_zeros(size, num_labels) if hinge is None else hinge
         hinge[sel], cur[sel] = h, labels_k[k][rows, m[sel]]
     assert hinge is not None

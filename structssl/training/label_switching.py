@@ -58,7 +58,13 @@ from structssl.inference.label_switching import (
 from structssl.losses.hinge import StructuredHingeLoss
 from structssl.structures.base import Structure
 from structssl.structures.cky import CKY
-from structssl.training.modules import Batch, ObjectiveTerms, StructuredModule, as_chunks, num_examples
+from structssl.training.modules import (
+    Batch,
+    ObjectiveTerms,
+    StructuredModule,
+    as_chunks,
+    num_examples,
+)
 
 __all__ = ["LabelSwitchingModule", "LabelSwitchingAnnealing", "plot_label_switching"]
 
@@ -286,14 +292,14 @@ class LabelSwitchingModule(StructuredModule):
         with torch.no_grad():
             pots = [self.potentials(chunk) for chunk in chunks]
             lengths = [chunk["lengths"] for chunk in chunks]
-            if self.pseudo_labels.numel() == 0:
-                self._store(chunks, [self.structure.argmax(p, ln)[0] for p, ln in zip(pots, lengths)])
+            if self.pseudo_labels.numel() == 0:  # Y starts at the model's best labels
+                self._store(chunks, [self.structure.argmax(p, n)[0] for p, n in zip(pots, lengths)])
             labels = [self._pseudo(chunk) for chunk in chunks]
             gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.current_epoch)
             cu = self.current("Cu")
             if self.is_tree:
                 result = leaf_rule_switching(
-                    self.structure, pots[0], labels[0], lengths[0], self.constraints, cu,  # type: ignore[arg-type]
+                    self.structure, pots[0], labels[0], lengths[0], self.constraints, cu,
                     self.num_trials, self.bonus, self.max_switches, _cost(self.loss), gen,
                 )
                 new = [result.labels]
@@ -351,7 +357,8 @@ class LabelSwitchingModule(StructuredModule):
         if len(chunks) == 1:
             return term(chunks[0])
         total = num_examples(chunks)
-        return sum(int(c["inputs"].shape[0]) / total * term(c) for c in chunks)  # type: ignore[return-value]
+        shares = [int(c["inputs"].shape[0]) / total for c in chunks]
+        return sum(share * term(c) for share, c in zip(shares, chunks))  # type: ignore[return-value]
 
     def objective_terms(self, batch: Batch) -> ObjectiveTerms:
         labeled, unlabeled = self._split(batch)
