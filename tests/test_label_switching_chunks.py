@@ -30,7 +30,7 @@ pytestmark = [
 ]
 
 #: padded positions per chunk of the chunked runs (the sentences have 1 to ~20 tokens, one 60+)
-_CHUNK = 60
+_CHUNKS = (60, 25)
 
 
 def _files(root: Path) -> tuple[Path, Path, int]:
@@ -61,13 +61,14 @@ def _module(**kwargs: Any) -> LabelSwitchingModule:
 
 
 def _fit(
-    root: Path, chunked: bool, max_epochs: int = 5, ckpt: Any = None, save: bool = False
+    root: Path, chunked: bool, max_epochs: int = 5, ckpt: Any = None, save: bool = False,
+    chunk: int = _CHUNKS[0],
 ) -> tuple[LabelSwitchingModule, list[dict[str, Any]]]:
     """A float64 fit (1 supervised epoch, then alternations under the annealing schedule);
     the shapes of the unlabeled potentials the switching computed."""
     train, untagged, _ = _files(root)
     dm = CoNLLDataModule(train_file=str(train), dev_file=None, test_file=None,
-                         unlabeled_file=str(untagged), max_chunk_positions=_CHUNK)
+                         unlabeled_file=str(untagged), max_chunk_positions=chunk)
     model = _module()
     seen: list[dict[str, Any]] = []
     potentials = model.potentials
@@ -101,16 +102,34 @@ def test_chunked_fit_equals_one_padded_batch(tmp_path: Path) -> None:
     """A label-switching fit (a corpus constraint and an instance one, C_u annealed over
     several alternations) with the untagged set as length chunks gives, in float64, the pseudo
     labels, switches per alternation and pass, objective history and final weights of the
-    fit on one padded batch; and no chunk of short sentences is padded to the longest one."""
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    one, seen_one = _fit(tmp_path / "a", chunked=False)
-    chunked, seen = _fit(tmp_path / "b", chunked=True)
+    fit on one padded batch, for two chunk sizes; and no chunk of short sentences is padded to
+    the longest one."""
+    (tmp_path / "one").mkdir()
+    one, seen_one = _fit(tmp_path / "one", chunked=False)
     _, _, longest = _files(tmp_path)
     # the runs switched over several alternations, with the unlabeled term in the objective
     switching = [h for h in one.history if h["switches_per_pass"]]
     assert len(switching) >= 3 and sum(h["switches"] for h in switching) > 0
     assert any(h["unlabeled_loss"] > 0 for h in one.history)
+    # one padded batch: every switching step pads all 40 sentences to the longest
+    assert {s["shape"][:2] for s in seen_one} == {(40, longest)}
+    for chunk in _CHUNKS:
+        (tmp_path / str(chunk)).mkdir()
+        chunked, seen = _fit(tmp_path / str(chunk), chunked=True, chunk=chunk)
+        _assert_same_fit(chunked, one)
+        # chunks: each padded to its own longest sentence, at most `chunk` positions (a longer
+        # sentence alone), all 40 sentences in each switching step
+        sweeps = sum(s["shape"][0] for s in seen) / 40  # (the switching's and the record's)
+        assert sweeps == int(sweeps) >= len(switching) and len(seen) > 3 * sweeps
+        for s in seen:
+            b, n = s["shape"][:2]
+            assert n == int(s["lengths"].max()) and (b * n <= chunk or b == 1)
+        assert longest > chunk // 2  # alone in its chunk: the only one padded to it per sweep
+        assert sum(1 for s in seen if s["shape"][1] == longest) == sweeps
+
+
+def _assert_same_fit(chunked: LabelSwitchingModule, one: LabelSwitchingModule) -> None:
+    """Pseudo labels, switches, history and weights of two fits agree (float64)."""
     assert torch.equal(chunked.pseudo_labels, one.pseudo_labels)
     assert len(chunked.history) == len(one.history)
     for a, b in zip(chunked.history, one.history):
@@ -121,17 +140,6 @@ def test_chunked_fit_equals_one_padded_batch(tmp_path: Path) -> None:
                 assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-12), key
     for p, q in zip(chunked.parameters(), one.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-12)
-    # one padded batch: every switching step pads all 40 sentences to the longest
-    assert {s["shape"][:2] for s in seen_one} == {(40, longest)}
-    # chunks: each padded to its own longest sentence, at most _CHUNK positions (a longer
-    # sentence alone), all 40 sentences in each switching step
-    sweeps = sum(s["shape"][0] for s in seen) / 40  # (the switching's and the record's)
-    assert sweeps == int(sweeps) >= len(switching) and len(seen) > 3 * sweeps
-    for s in seen:
-        b, n = s["shape"][:2]
-        assert n == int(s["lengths"].max()) and (b * n <= _CHUNK or b == 1)
-    assert longest > _CHUNK // 2  # alone in its chunk: the only one padded to it per sweep
-    assert sum(1 for s in seen if s["shape"][1] == longest) == sweeps
 
 
 def test_chunked_fit_resumes_like_an_uninterrupted_one(tmp_path: Path) -> None:
