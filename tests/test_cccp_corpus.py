@@ -408,8 +408,9 @@ def test_cli_yaml_with_a_labeled_target(tmp_path: Path, monkeypatch: pytest.Monk
     _write(tmp_path / "u.txt", [_sentence(rng) for _ in range(30)], tags=False)
     config = tmp_path / "c.yaml"
     config.write_text(
-        "trainer: {max_epochs: 3, logger: false, enable_checkpointing: false,"
-        " enable_progress_bar: false, enable_model_summary: false}\n"
+        f"trainer: {{max_epochs: 3, logger: false, enable_checkpointing: false,"
+        f" enable_progress_bar: false, enable_model_summary: false,"
+        f" default_root_dir: {tmp_path / 'run'}}}\n"
         "model:\n"
         "  class_path: structssl.training.cccp.CCCPModule\n"
         "  init_args:\n"
