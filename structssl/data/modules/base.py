@@ -51,7 +51,6 @@ from structssl.data.batch import SEQUENCE_KEYS, collate_sequences
 
 __all__ = [
     "SemiSupervisedDataModule",
-    "is_data_error",
     "ShardSampler",
     "split_pool",
     "seeded_parts",
