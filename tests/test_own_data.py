@@ -611,3 +611,70 @@ def test_fit_still_raises_errors_that_are_not_data_errors(tmp_path: Path) -> Non
     with mock.patch("structssl.cli.cli_main", side_effect=ValueError("a bug")):
         with pytest.raises(ValueError, match="a bug"):
             main(["fit", "--config", str(CONFIG)])
+
+
+def _pos_files(root: Path) -> None:
+    """Plain part-of-speech tags (no entity scheme, no O tag) and untagged sentences."""
+    rng = random.Random(3)
+    words = {"DT": ["the", "a"], "NN": ["dog", "cat", "house"], "VB": ["runs", "sees"],
+             "JJ": ["big", "red"], ".": ["."]}
+    patterns = [["DT", "NN", "VB", "DT", "JJ", "NN", "."], ["DT", "JJ", "NN", "VB", "."]]
+
+    def write(path: Path, count: int, tags: bool) -> None:
+        lines = []
+        for _ in range(count):
+            for tag in rng.choice(patterns):
+                word = rng.choice(words[tag])
+                lines.append(f"{word}\t{tag}" if tags else word)
+            lines.append("")
+        path.write_text("\n".join(lines) + "\n")
+
+    write(root / "t.conll", 12, True)
+    write(root / "u.txt", 30, False)
+
+
+@pytest.mark.parametrize("procedure", ["label_switching", "cccp"])
+def test_constraint_procedures_bind_plain_tags_and_estimate_targets(
+    tmp_path: Path, procedure: str
+) -> None:
+    """Label switching and CCCP bind their constraints to a plain tag set (the data module's
+    tags: before, label switching left them unbound and failed after an epoch) and estimate a
+    target='labeled' from the tagged sentences at setup (before: only CCCP did)."""
+    _pos_files(tmp_path)
+    module = {"label_switching": "structssl.training.LabelSwitchingModule",
+              "cccp": "structssl.training.cccp.CCCPModule"}[procedure]
+    options = ("    supervised_epochs: 1\n    max_passes: 1\n" if procedure == "label_switching"
+               else "    supervised_epochs: 1\n    inner_epochs: 1\n    C2: 1.0\n")
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"trainer: {{max_epochs: 2, logger: false, enable_checkpointing: false,"
+        f" enable_progress_bar: false, enable_model_summary: false,"
+        f" default_root_dir: {tmp_path / 'run'}}}\n"
+        "model:\n"
+        f"  class_path: {module}\n"
+        "  init_args:\n"
+        "    structure: {class_path: structssl.structures.LinearChain}\n"
+        "    scorer: {class_path: structssl.scorers.LinearChainScorer}\n"
+        "    constraints:\n"
+        "      class_path: structssl.constraints.ConstraintSet\n"
+        "      init_args:\n"
+        "        constraints:\n"
+        "          - class_path: structssl.constraints.WordLabels\n"
+        "            init_args: {words: [the, a], labels: [DT]}\n"
+        "          - class_path: structssl.constraints.LabelProportion\n"
+        "            init_args: {label: NN, target: labeled, bound: ge}\n"
+        f"{options}"
+        "    lbfgs_max_iter: 3\n"
+        "data:\n"
+        "  class_path: structssl.data.CoNLLDataModule\n"
+        f"  init_args: {{train_file: {tmp_path / 't.conll'}, dev_file: null, test_file: null,"
+        f" unlabeled_file: {tmp_path / 'u.txt'}}}\n"
+    )
+    with mock.patch("sys.argv", ["structssl"]):
+        cli = cli_main(["fit", "--config", str(config)])
+    bound = cli.model.constraints if procedure == "label_switching" else cli.model._bound
+    assert bound.label_names == (".", "DT", "JJ", "NN", "VB")
+    (proportion,) = [c for c in bound if type(c).__name__ == "LabelProportion"]
+    tagged = (tmp_path / "t.conll").read_text().split()
+    nn, tokens = tagged.count("NN"), len(tagged) // 2
+    assert proportion.target == pytest.approx(nn / tokens)

@@ -4,7 +4,7 @@ violations, and one feature map for constrained decoding."""
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -45,6 +45,25 @@ class ConstraintSet:
     def bind(self, labels: Sequence[str]) -> "ConstraintSet":
         """A copy with every constraint bound to ``labels``."""
         return ConstraintSet(self.constraints, labels)
+
+    @property
+    def pending_targets(self) -> list[str]:
+        """Names of the constraints whose target is to be estimated from the labeled examples
+        (``target="labeled"``, see :meth:`with_targets_from`)."""
+        return [c.name for c in self.constraints if getattr(c, "target_from", None) == "labeled"]
+
+    def with_targets_from(self, labels: Any, lengths: Any, tokens: Any = None) -> "ConstraintSet":
+        """A copy in which every constraint with ``target="labeled"`` has its target estimated
+        from the given labeled examples (``with_target_from``: one batch, or lists of chunks);
+        the others are kept as they are."""
+        out = ConstraintSet([])
+        out.label_names = self.label_names
+        out.constraints = [
+            c.with_target_from(labels, lengths, tokens)  # type: ignore[attr-defined]
+            if getattr(c, "target_from", None) == "labeled" else c
+            for c in self.constraints
+        ]
+        return out
 
     def __len__(self) -> int:
         return len(self.constraints)

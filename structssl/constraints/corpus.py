@@ -65,21 +65,28 @@ class _Ratio(Constraint):
             raise ValueError(f"target must be {self._what}{alternative}; got {target!r}")
 
     def with_target_from(
-        self, labels: Tensor, lengths: Tensor, tokens: Optional[Any] = None
+        self, labels: Union[Tensor, Sequence[Tensor]], lengths: Union[Tensor, Sequence[Tensor]],
+        tokens: Optional[Any] = None,
     ) -> "_Ratio":
         """A copy whose target is the ratio of the counts summed over the given (labeled)
         examples, e.g. the class proportion of the tagged sentences (issue 17); the bound and
-        the weight stay.
+        the weight stay. The examples may come as one batch or as lists of batches (chunks,
+        ``tokens`` then a list too), whose counts are summed.
 
         Shape:
-            labels: (B, N) long; lengths: (B,).
+            labels: (B, N) long; lengths: (B,) (or lists of them).
 
         Raises:
             ValueError: no examples, a zero denominator, or an estimate outside the allowed range.
         """
-        if int(lengths.numel()) == 0:
+        if isinstance(labels, Tensor):
+            labels, lengths, tokens = [labels], [lengths], [tokens]  # type: ignore[list-item]
+        tokens = [None] * len(labels) if tokens is None else tokens
+        if sum(int(n.numel()) for n in lengths) == 0:  # type: ignore[union-attr]
             raise ValueError(f"{self.name}: target='labeled' needs labeled examples; got none")
-        totals = self.counts(labels, lengths, tokens).double().sum(0)
+        totals = sum(
+            self.counts(y, n, t).double().sum(0) for y, n, t in zip(labels, lengths, tokens)
+        )
         if not float(totals[1]) > 0:
             raise ValueError(f"{self.name}: the labeled examples give a zero denominator")
         estimate = float(totals[0] / totals[1])

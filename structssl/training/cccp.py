@@ -500,21 +500,11 @@ class CCCPModule(StructuredModule):
         super().setup(stage)
         dm = self._datamodule()
         if self.constraints is not None:
-            names = getattr(dm, "label_names", None) or self.tags
-            if self.constraints.label_names is None:
-                if names is None:
-                    raise ValueError(
-                        "constraints are not bound to a label list and neither the data module "
-                        "(label_names) nor tags give one"
-                    )
-                self._bound = self.constraints.bind(names)
-            else:
-                self._bound = self.constraints
+            self._bound = self.bind_constraints(self.constraints, estimate_targets=stage == "fit")
             if self._punct is not None:
                 self._punct = self._punct.bind(self._bound.label_names or ())
             self._corpus = self._bound.select(level="corpus").constraints
         if stage == "fit" and dm is not None:
-            self._estimate_corpus_targets(dm)
             n, m = self.dataset_sizes()
             m_eff = n if self.formulation == "labeling" else m
             if self.v_mode == "closed_form" and self.mu > self.gamma_weight * m_eff:
@@ -527,38 +517,6 @@ class CCCPModule(StructuredModule):
                 if length is None:
                     raise ValueError("v_mode='parameter' needs max_length (or a data module max_length)")
                 self._make_v(m_eff, int(length))
-
-    def _estimate_corpus_targets(self, dm: Any) -> None:
-        """``target="labeled"`` of corpus constraints: the ratio of the labeled split's summed
-        counts (e.g. the class proportion of the tagged sentences), logged.
-
-        Raises:
-            ValueError: such a constraint and a data module without labeled examples.
-        """
-        pending = [
-            i for i, c in enumerate(self._corpus) if getattr(c, "target_from", None) == "labeled"
-        ]
-        if not pending:
-            return
-        splits = getattr(dm, "splits", None)
-        examples = splits.get("labeled") if isinstance(splits, dict) else None
-        if not examples:
-            raise ValueError(
-                f"corpus constraints {[self._corpus[i].name for i in pending]} have "
-                "target='labeled' (estimated from the labeled examples), but the data module has "
-                "no labeled examples; give the target as a number"
-            )
-        from pytorch_lightning.utilities.rank_zero import rank_zero_info
-
-        batch = dm.collate(examples)
-        for i in pending:
-            estimate = getattr(self._corpus[i], "with_target_from")
-            con = estimate(batch["labels"], batch["lengths"], batch.get("tokens"))
-            rank_zero_info(
-                f"CCCPModule: {con.name} target estimated from the {len(examples)} labeled "
-                f"examples: {con.target:.6g}"
-            )
-            self._corpus[i] = con
 
     def _blocks(self) -> list[tuple[str, int]]:
         """(name, width per position or -1 for one global entry) of the v layout."""

@@ -175,14 +175,9 @@ class LabelSwitchingModule(StructuredModule):
         vocabulary = getattr(dm, "symbols", None)
         if self.is_tree and self.constraints is not None and vocabulary:
             self.constraints = [c.bind(list(vocabulary)) for c in self.constraints]
-        names = getattr(dm, "label_names", None) or self.tags
-        if (
-            not self.is_tree
-            and self.constraints is not None
-            and getattr(self.constraints, "label_names", "bound") is None
-            and names
-        ):
-            self.constraints = self.constraints.bind(list(names))
+        if not self.is_tree and self.constraints is not None:
+            # bound to the data's labels (BIO or plain tags), target="labeled" estimated
+            self.constraints = self.bind_constraints(self.constraints, stage == "fit")
 
     def _check_data_module(self, dm: Any) -> None:
         """Fail at setup, not after an epoch, when the data cannot be label-switched."""

@@ -498,6 +498,65 @@ class StructuredModule(pl.LightningModule):
         trainer = self._trainer
         return getattr(trainer, "datamodule", None) if trainer is not None else None
 
+    def bind_constraints(self, constraints: Any, estimate_targets: bool = True) -> Any:
+        """``constraints`` (a :class:`~structssl.constraints.ConstraintSet`) bound to
+        :meth:`label_names` when unbound, and with ``estimate_targets`` every
+        ``target="labeled"`` estimated from the data module's labeled examples (logged; the
+        counts are summed over length-sorted chunks, so a large labeled file is never padded
+        as one batch). Procedures call it at setup, estimating for ``fit``.
+
+        Raises:
+            ValueError: unbound constraints and no label names known; a ``target="labeled"``
+                and no labeled examples.
+        """
+        if constraints.label_names is None:
+            names = self.label_names()
+            if names is None:
+                raise ValueError(
+                    f"{type(self).__name__}: the constraints {constraints.names} are not bound to "
+                    "a label list, and neither the data module (label_names, tags) nor tags= "
+                    "give one"
+                )
+            constraints = constraints.bind(names)
+        pending = constraints.pending_targets
+        if not pending or not estimate_targets:
+            return constraints
+        dm = self._datamodule()
+        splits = getattr(dm, "splits", None)
+        examples = splits.get("labeled") if isinstance(splits, dict) else None
+        if not examples:
+            raise ValueError(
+                f"{type(self).__name__}: the constraints {pending} have target='labeled' "
+                "(estimated from the labeled examples), but the data has no labeled examples; "
+                "give the target as a number"
+            )
+        order = sorted(examples, key=lambda ex: int(ex["labels"].shape[0]))
+        chunks = [dm.collate(order[i : i + 256]) for i in range(0, len(order), 256)]
+        constraints = constraints.with_targets_from(
+            [c["labels"] for c in chunks], [c["lengths"] for c in chunks],
+            [c.get("tokens") for c in chunks],
+        )
+        from pytorch_lightning.utilities.rank_zero import rank_zero_info
+
+        for con in constraints:
+            if con.name in pending:
+                rank_zero_info(
+                    f"{type(self).__name__}: {con.name} target estimated from the "
+                    f"{len(examples)} labeled examples: {getattr(con, 'target'):.6g}"
+                )
+        return constraints
+
+    def label_names(self) -> Optional[list[str]]:
+        """The label names in label-index order, to bind constraints to: the data module's
+        ``label_names``, else its ``tags`` (a tagging data module's tag set, BIO or plain
+        tags such as part-of-speech), else the ``tags`` given to this module; ``None`` when
+        none of them is known."""
+        dm = self._datamodule()
+        for names in (getattr(dm, "label_names", None), getattr(dm, "tags", None), self.tags):
+            if names:
+                return [str(name) for name in names]
+        return None
+
     def setup(self, stage: str) -> None:
         dm = self._datamodule()
         model_sizes = getattr(dm, "model_sizes", None)
