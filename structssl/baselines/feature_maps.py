@@ -25,6 +25,7 @@ Time: ``psi`` O(B N (F + C^2)) for chains; ``potentials`` as the scorer.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Optional
 
@@ -258,13 +259,33 @@ class ScorerFeatureMap(JointFeatureMap):
         """The scorer's potentials with its parameters replaced by ``w`` (d,)."""
         return self._call(self._params(self.check_weights(w)), inputs, lengths)
 
+    #: elements of the per-example potential gradients one batched backward may hold (float64:
+    #: 256 MB); blocks of examples keep ``psi`` under it
+    BLOCK_ELEMENTS = 2**25
+
     def psi(self, inputs: Tensor, labels: Tensor, lengths: Optional[Tensor] = None) -> sp.csr_matrix:
         """``Psi(x_i, y_i)`` rows (B, d): the gradients of each example's score in ``w``.
 
-        The scores are computed once for the batch; their per-example gradients come from one
-        batched backward pass (``is_grads_batched``), so the scorer's forward may check its
-        inputs (no ``vmap`` runs through it). Float64 CSR.
+        The per-example gradients of a block of k examples come from one batched backward pass
+        (``is_grads_batched``), so the scorer's forward may check its inputs (no ``vmap`` runs
+        through it); that pass holds k gradients of the block's potentials (k^2 examples'
+        worth), so k is chosen to keep it under :attr:`BLOCK_ELEMENTS` (one block for small
+        batches; a whole OCR training fold at once took 22 GB). Float64 CSR.
         """
+        b = labels.shape[0]
+        with torch.no_grad():
+            first = as_tuple(self._call(self._params(torch.zeros(self.dim, dtype=torch.float64)),
+                                        inputs[:1], None if lengths is None else lengths[:1]))
+        per_example = max(sum(int(t.numel()) for t in first), 1)
+        k = max(1, min(b, math.isqrt(self.BLOCK_ELEMENTS // per_example)))
+        blocks = []
+        for start in range(0, b, k):
+            part = slice(start, start + k)
+            blocks.append(self._psi_block(inputs[part], labels[part],
+                                          None if lengths is None else lengths[part]))
+        return blocks[0] if len(blocks) == 1 else sp.vstack(blocks, format="csr")
+
+    def _psi_block(self, inputs: Tensor, labels: Tensor, lengths: Optional[Tensor]) -> sp.csr_matrix:
         b = labels.shape[0]
         w0 = torch.zeros(self.dim, dtype=torch.float64, requires_grad=True)
         potentials = self._call(self._params(w0), inputs, lengths)
