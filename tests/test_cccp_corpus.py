@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from fit_configs import QUIET, constrained_fit_config
 from structssl.constraints import (
     ConstraintSet,
     ExpectedCount,
@@ -406,30 +407,14 @@ def test_cli_yaml_with_a_labeled_target(tmp_path: Path, monkeypatch: pytest.Monk
     tagged = [_sentence(rng) for _ in range(10)]
     _write(tmp_path / "t.conll", tagged)
     _write(tmp_path / "u.txt", [_sentence(rng) for _ in range(30)], tags=False)
-    config = tmp_path / "c.yaml"
-    config.write_text(
-        f"trainer: {{max_epochs: 3, logger: false, enable_checkpointing: false,"
-        f" enable_progress_bar: false, enable_model_summary: false,"
-        f" default_root_dir: {tmp_path / 'run'}}}\n"
-        "model:\n"
-        "  class_path: structssl.training.cccp.CCCPModule\n"
-        "  init_args:\n"
-        "    structure: {class_path: structssl.structures.LinearChain}\n"
-        "    scorer: {class_path: structssl.scorers.LinearChainScorer}\n"
-        "    constraints:\n"
-        "      class_path: structssl.constraints.ConstraintSet\n"
-        "      init_args:\n"
-        "        constraints:\n"
-        "          - class_path: structssl.constraints.LabelProportion\n"
-        "            init_args: {label: \"[!O]*\", target: labeled, bound: ge, weight: 20.0}\n"
-        "    C2: 10.0\n"
-        "    supervised_epochs: 1\n"
-        "    inner_epochs: 1\n"
-        "    lbfgs_max_iter: 5\n"
-        "data:\n"
-        "  class_path: structssl.data.CoNLLDataModule\n"
-        f"  init_args: {{train_file: {tmp_path / 't.conll'}, dev_file: null, test_file: null,"
-        f" unlabeled_file: {tmp_path / 'u.txt'}, max_chunk_positions: 60}}\n"
+    config = constrained_fit_config(
+        tmp_path / "c.yaml", "structssl.training.cccp.CCCPModule",
+        [("LabelProportion", {"label": "[!O]*", "target": "labeled", "bound": "ge",
+                              "weight": 20.0})],
+        {"train_file": str(tmp_path / "t.conll"), "dev_file": None, "test_file": None,
+         "unlabeled_file": str(tmp_path / "u.txt"), "max_chunk_positions": 60},
+        trainer={**QUIET, "max_epochs": 3, "default_root_dir": str(tmp_path / "run")},
+        C2=10.0, supervised_epochs=1, inner_epochs=1, lbfgs_max_iter=5,
     )
     seen: list[int] = []
     original = CCCPModule.corpus_terms

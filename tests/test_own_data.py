@@ -15,6 +15,7 @@ import torch
 
 pytest.importorskip("pytorch_lightning")
 
+from fit_configs import QUIET, constrained_fit_config  # noqa: E402
 from structssl.cli import cli_main  # noqa: E402
 from structssl.cli import main as _main  # noqa: E402
 from structssl.data import CoNLLDataModule  # noqa: E402
@@ -507,26 +508,13 @@ def test_label_switching_runs_on_tagging_data(corpus: dict[str, Any], tmp_path: 
     """Label switching with a corpus-level prior (entity proportion) on CoNLLDataModule:
     unlabeled examples carry index and tokens, constraints bind to the learned tags."""
     root = corpus["root"]
-    config = tmp_path / "ls.yaml"
-    config.write_text(
-        "trainer: {max_epochs: 2, enable_progress_bar: false, enable_model_summary: false,"
-        " log_every_n_steps: 1}\n"
-        "model:\n"
-        "  class_path: structssl.training.LabelSwitchingModule\n"
-        "  init_args:\n"
-        "    structure: {class_path: structssl.structures.LinearChain}\n"
-        "    scorer: {class_path: structssl.scorers.LinearChainScorer}\n"
-        "    constraints:\n"
-        "      class_path: structssl.constraints.ConstraintSet\n"
-        "      init_args:\n"
-        "        constraints:\n"
-        "          - class_path: structssl.constraints.LabelProportion\n"
-        "            init_args: {label: B-DRUG, target: 0.1, weight: 10.0}\n"
-        "    supervised_epochs: 1\n"
-        "    lbfgs_max_iter: 5\n"
-        "data:\n"
-        "  class_path: structssl.data.CoNLLDataModule\n"
-        "  init_args: {dev_file: null, test_file: null}\n"
+    config = constrained_fit_config(
+        tmp_path / "ls.yaml", "structssl.training.LabelSwitchingModule",
+        [("LabelProportion", {"label": "B-DRUG", "target": 0.1, "weight": 10.0})],
+        {"dev_file": None, "test_file": None},
+        trainer={"max_epochs": 2, "enable_progress_bar": False, "enable_model_summary": False,
+                 "log_every_n_steps": 1},
+        supervised_epochs=1, lbfgs_max_iter=5,
     )
     main([
         "fit", f"--config={config}", f"--data.train_file={root / 'TRAIN.conll'}",
@@ -643,32 +631,16 @@ def test_constraint_procedures_bind_plain_tags_and_estimate_targets(
     _pos_files(tmp_path)
     module = {"label_switching": "structssl.training.LabelSwitchingModule",
               "cccp": "structssl.training.cccp.CCCPModule"}[procedure]
-    options = ("    supervised_epochs: 1\n    max_passes: 1\n" if procedure == "label_switching"
-               else "    supervised_epochs: 1\n    inner_epochs: 1\n    C2: 1.0\n")
-    config = tmp_path / "c.yaml"
-    config.write_text(
-        f"trainer: {{max_epochs: 2, logger: false, enable_checkpointing: false,"
-        f" enable_progress_bar: false, enable_model_summary: false,"
-        f" default_root_dir: {tmp_path / 'run'}}}\n"
-        "model:\n"
-        f"  class_path: {module}\n"
-        "  init_args:\n"
-        "    structure: {class_path: structssl.structures.LinearChain}\n"
-        "    scorer: {class_path: structssl.scorers.LinearChainScorer}\n"
-        "    constraints:\n"
-        "      class_path: structssl.constraints.ConstraintSet\n"
-        "      init_args:\n"
-        "        constraints:\n"
-        "          - class_path: structssl.constraints.WordLabels\n"
-        "            init_args: {words: [the, a], labels: [DT]}\n"
-        "          - class_path: structssl.constraints.LabelProportion\n"
-        "            init_args: {label: NN, target: labeled, bound: ge}\n"
-        f"{options}"
-        "    lbfgs_max_iter: 3\n"
-        "data:\n"
-        "  class_path: structssl.data.CoNLLDataModule\n"
-        f"  init_args: {{train_file: {tmp_path / 't.conll'}, dev_file: null, test_file: null,"
-        f" unlabeled_file: {tmp_path / 'u.txt'}}}\n"
+    options = ({"max_passes": 1} if procedure == "label_switching"
+               else {"inner_epochs": 1, "C2": 1.0})
+    config = constrained_fit_config(
+        tmp_path / "c.yaml", module,
+        [("WordLabels", {"words": ["the", "a"], "labels": ["DT"]}),
+         ("LabelProportion", {"label": "NN", "target": "labeled", "bound": "ge"})],
+        {"train_file": str(tmp_path / "t.conll"), "dev_file": None, "test_file": None,
+         "unlabeled_file": str(tmp_path / "u.txt")},
+        trainer={**QUIET, "max_epochs": 2, "default_root_dir": str(tmp_path / "run")},
+        supervised_epochs=1, lbfgs_max_iter=3, **options,
     )
     with mock.patch("sys.argv", ["structssl"]):
         cli = cli_main(["fit", "--config", str(config)])
