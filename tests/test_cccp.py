@@ -455,3 +455,37 @@ def test_module_outer_step_never_increases_objective(formulation):
     # and the module's own objective_terms agrees with the pieces at w_{t+1}
     terms = model.objective_terms({"labeled": labeled, "unlabeled": unlabeled})
     torch.testing.assert_close(terms.objective.detach(), j1)
+
+
+@pytest.mark.filterwarnings(r"ignore:.*isinstance\(treespec, LeafSpec\)` is deprecated.*:FutureWarning")
+@pytest.mark.parametrize("keep_best", [True, False])
+def test_keep_best_iterate_makes_cccp_monotone_under_an_overshooting_optimiser(
+    tmp_path: Path, keep_best: bool
+):
+    """Adam with a large step overshoots the piecewise-linear bound, so J rises between outer
+    iterations; keep_best_iterate ends every outer iteration at its best inner iterate, and J
+    never rises (the case without it shows the test can fail)."""
+    import pytorch_lightning as pl
+
+    from structssl.data import SyntheticHMMDataModule
+    from structssl.scorers import LinearChainScorer
+
+    pl.seed_everything(0)
+    dm = SyntheticHMMDataModule(num_train=40, num_labeled=30, num_dev=5, num_test=5,
+                                num_states=4, length=6, dim=5)
+    model = CCCPModule(
+        LinearChain(4), LinearChainScorer(4, input_dim=5), formulation="labeling", C1=0.0,
+        C2=50.0, mu=1.0, inner_epochs=2, optimizer="adam", lr=1.0, steps_per_batch=5, tol=None,
+        keep_best_iterate=keep_best,
+    )
+    pl.Trainer(
+        max_epochs=12, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path),
+    ).fit(model, datamodule=dm)
+    values = model.cccp_objectives
+    assert len(values) == 6
+    rises = [b - a for a, b in zip(values, values[1:]) if b > a + 1e-6]
+    if keep_best:
+        assert not rises, values
+    else:
+        assert rises, values

@@ -107,6 +107,7 @@ the parameter mode or mini-batches, ``index`` (the example's index in its split)
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, NamedTuple, Optional, Sequence
 
 import torch
@@ -379,6 +380,12 @@ class CCCPModule(StructuredModule):
         steps_per_batch: optimiser steps per training batch (useful with ``adam``/``sgd`` on
             full batches: an epoch is then ``steps_per_batch`` steps). The hinge loss is not
             smooth; L-BFGS tends to stall on it, Adam is the robust choice.
+        keep_best_iterate: end every CCCP outer iteration at the iterate of its inner steps
+            with the lowest bound (the values the optimiser's closure evaluated, and the final
+            iterate's), so that J never increases between outer iterations whatever the
+            optimiser: Adam can overshoot the piecewise-linear bound (Taskar's OCR at C2 = 6260,
+            lr 0.01: the bound rose from 25 to 81 within one outer iteration, and CCCP stopped
+            at its second). Applies when an epoch is one training batch (full batches).
         **kwargs: the options of :class:`~structssl.training.modules.StructuredModule`
             (``optimizer``, ``lr``, ``lbfgs_max_iter``, ``lbfgs_history``, ``momentum``,
             ``regularize_bias``, ``num_labeled``, ``num_unlabeled``, ``task``, ``tags``).
@@ -419,6 +426,7 @@ class CCCPModule(StructuredModule):
         search_k: int = 16,
         steps_per_batch: int = 1,
         corpus_budget: int = 64,
+        keep_best_iterate: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(structure, scorer, 1.0, float(C2), **kwargs)
@@ -468,6 +476,9 @@ class CCCPModule(StructuredModule):
         self.extra_features = bool(extra_features)
         self.search_k = search_k
         self.steps_per_batch = steps_per_batch
+        self.keep_best_iterate = bool(keep_best_iterate)
+        #: (bound, parameters) of the best iterate of the current outer iteration's inner steps
+        self._inner_best: tuple[float, Optional[list[Tensor]]] = (math.inf, None)
         self.corpus_budget = corpus_budget
         c = structure.num_labels
         self._punct: Optional[PunctuationTransitions] = None
@@ -908,6 +919,12 @@ class CCCPModule(StructuredModule):
             and batch_idx == 0
         )
         last: dict[str, ObjectiveTerms] = {}
+        guard = (
+            guided is not None and self.keep_best_iterate
+            and getattr(self.trainer, "num_training_batches", 0) == 1
+        )
+        if first_of_outer:
+            self._inner_best = (math.inf, None)
 
         def closure() -> Tensor:
             opt.zero_grad()
@@ -915,10 +932,17 @@ class CCCPModule(StructuredModule):
             if "first" not in last:
                 last["first"] = terms
             last["terms"] = terms
+            if guard:
+                self._note_iterate(float(terms.objective.detach()))
             return terms.objective
 
         for _ in range(self.steps_per_batch):
             opt.step(closure=closure)
+        inner = (self.current_epoch - self.supervised_epochs) % self.inner_epochs
+        if guard and inner == self.inner_epochs - 1:
+            closure()  # the final iterate's bound, then back to the best one
+            opt.zero_grad()
+            self._restore_best_iterate()
         terms = last["terms"]
         labeled, _ = self._split(batch)
         chunks = as_chunks(labeled)
@@ -942,6 +966,23 @@ class CCCPModule(StructuredModule):
             for chunk in chunks:
                 self.train_metrics.update(self.decode(chunk), chunk["labels"], lengths=chunk.get("lengths"))
         return terms.objective.detach()
+
+    def _trainable(self) -> list[Tensor]:
+        return [p for p in self.parameters() if p.requires_grad]
+
+    def _note_iterate(self, bound: float) -> None:
+        """Remember the current parameters when their bound is the lowest of this outer
+        iteration (``keep_best_iterate``)."""
+        if bound < self._inner_best[0]:
+            self._inner_best = (bound, [p.detach().clone() for p in self._trainable()])
+
+    def _restore_best_iterate(self) -> None:
+        best = self._inner_best[1]
+        if best is not None:
+            with torch.no_grad():
+                for param, value in zip(self._trainable(), best):
+                    param.copy_(value)
+        self._inner_best = (math.inf, None)
 
     @property
     def cccp_objectives(self) -> list[float]:
