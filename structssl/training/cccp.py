@@ -21,7 +21,9 @@ constraint-guided prediction ``p_j = argmax_y s_j(y) + (mu/2) v_j.phi_j(y) - (mu
 bound over ``w`` (and ``v`` in parameter mode) with autograd, for ``inner_epochs`` optimiser
 epochs (with full batches and L-BFGS: ``inner_epochs * lbfgs_max_iter`` L-BFGS iterations).
 At ``w_t`` the bound equals ``J``, so ``J(w_{t+1}) <= bound(w_{t+1}) <= bound(w_t) = J(w_t)``
-whenever the inner step decreases the bound. The value of ``J`` at each linearisation point is
+whenever the inner step decreases the bound; with full batches ``keep_best_iterate`` (default)
+ends each outer iteration at the inner iterate of lowest bound (the start included), so the
+bound never increases, whatever the optimiser. The value of ``J`` at each linearisation point is
 logged as ``train/cccp_objective``; training stops when its decrease between outer iterations
 is below ``tol`` (``trainer.should_stop``).
 
