@@ -370,8 +370,7 @@ class LabelSwitchingModule(StructuredModule):
         return super().backward_objective(batch)
 
     def eval_loss(self, batch: Batch) -> Tensor:
-        pot = self.potentials(batch)
-        return self.loss(self.structure, pot, batch["labels"], batch.get("lengths"))
+        return self.labeled_term(batch)
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         start = time.perf_counter()

@@ -502,8 +502,9 @@ class StructuredModule(pl.LightningModule):
         """``constraints`` (a :class:`~structssl.constraints.ConstraintSet`) bound to
         :meth:`label_names` when unbound, and with ``estimate_targets`` every
         ``target="labeled"`` estimated from the data module's labeled examples (logged; the
-        counts are summed over length-sorted chunks, so a large labeled file is never padded
-        as one batch). Procedures call it at setup, estimating for ``fit``.
+        counts are summed over the length chunks of
+        :func:`~structssl.data.length_chunks`, so a large labeled file is never padded as one
+        batch). Procedures call it at setup, estimating for ``fit``.
 
         Raises:
             ValueError: unbound constraints and no label names known; a ``target="labeled"``
@@ -530,8 +531,10 @@ class StructuredModule(pl.LightningModule):
                 "(estimated from the labeled examples), but the data has no labeled examples; "
                 "give the target as a number"
             )
-        order = sorted(examples, key=lambda ex: int(ex["labels"].shape[0]))
-        chunks = [dm.collate(order[i : i + 256]) for i in range(0, len(order), 256)]
+        from structssl.data.modules.conll import MAX_CHUNK_POSITIONS, length_chunks
+
+        positions = getattr(dm, "max_chunk_positions", MAX_CHUNK_POSITIONS)
+        chunks = [dm.collate(part) for part in length_chunks(examples, positions)]
         constraints = constraints.with_targets_from(
             [c["labels"] for c in chunks], [c["lengths"] for c in chunks],
             [c.get("tokens") for c in chunks],

@@ -22,6 +22,9 @@ from structssl.data.modules.base import (
 
 __all__ = ["CoNLLDataModule", "length_chunks", "LengthBucketSampler"]
 
+#: padded positions (examples x longest example) of one length chunk, by default
+MAX_CHUNK_POSITIONS = 20_000
+
 
 class CoNLLDataModule(SemiSupervisedDataModule):
     """Sequence tagging on column files (CoNLL-2002 NER, or your own files with any tag set).
@@ -118,7 +121,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         seed: int = 0,
         bucket_by_length: bool = True,
         max_full_batch_positions: int = 2_000_000,
-        max_chunk_positions: int = 20_000,
+        max_chunk_positions: int = MAX_CHUNK_POSITIONS,
         batch_size: Optional[int] = None,
         unlabeled_batch_size: Optional[int] = None,
         eval_batch_size: Optional[int] = 256,
