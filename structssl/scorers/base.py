@@ -102,7 +102,7 @@ class SparseLayout:
     gather-sum of O(A * out).
     """
 
-    __slots__ = ("num_items", "index", "offsets", "_counts", "_transpose")
+    __slots__ = ("num_items", "index", "offsets", "_counts", "_transpose", "_slot_items")
 
     def __init__(self, indices: Tensor) -> None:
         self.num_items = math.prod(indices.shape[:-1])
@@ -115,15 +115,21 @@ class SparseLayout:
         self.offsets = (torch.cumsum(counts, 0) - counts).to(dtype)  # (M,)
         self._counts = counts
         self._transpose: Optional[tuple[Tensor, Tensor, Tensor]] = None
+        self._slot_items: Optional[Tensor] = None
+
+    def slot_items(self) -> Tensor:
+        """(A,) long, the item of every slot of ``index`` (built on first use and kept)."""
+        if self._slot_items is None:
+            items = torch.arange(self.num_items, device=self.index.device)
+            self._slot_items = torch.repeat_interleave(items, self._counts)
+        return self._slot_items
 
     def transpose(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(features (U,), feature_items (A,), feature_offsets (U,))`` (see the class)."""
         if self._transpose is None:
             order = torch.sort(self.index, stable=True)  # ascending feature, then item
             features, per_feature = torch.unique_consecutive(order.values, return_counts=True)
-            items = torch.arange(self.num_items, device=self.index.device, dtype=self.index.dtype)
-            bag = torch.repeat_interleave(items, self._counts)  # (A,) the item of each slot
-            feature_items = bag[order.indices]
+            feature_items = self.slot_items().to(self.index.dtype)[order.indices]
             feature_offsets = (torch.cumsum(per_feature, 0) - per_feature).to(self.index.dtype)
             self._transpose = (features.long(), feature_items, feature_offsets)
         return self._transpose
@@ -175,13 +181,42 @@ class _SparseFeatureSum(torch.autograd.Function):
     def backward(ctx, grad_out: Tensor):  # type: ignore[no-untyped-def]
         grad_weight = None
         if ctx.needs_input_grad[0]:
-            grad_weight = grad_out.new_zeros(ctx.rows, grad_out.shape[-1])
-            if ctx.layout.index.numel():
-                # the transposed CSR: per active feature, the sum of its items' output gradients
-                features, items, offsets = ctx.layout.transpose()
-                sums = F.embedding_bag(items, grad_out, offsets, mode="sum")  # (U, out)
-                grad_weight = grad_weight.index_copy(0, features, sums)
+            scatter = grad_out.is_cuda and not torch.are_deterministic_algorithms_enabled()
+            grad_weight = (sparse_weight_grad_scatter if scatter else sparse_weight_grad)(
+                ctx.layout, grad_out, ctx.rows)
         return grad_weight, None
+
+
+def sparse_weight_grad(layout: SparseLayout, grad_out: Tensor, rows: int) -> Tensor:
+    """The weight gradient of :func:`sparse_feature_sum` by the transposed CSR: per active
+    feature, the sum of its items' output gradients (a gather-sum, deterministic).
+
+    Shape:
+        grad_out: (M, out) -> (rows, out).
+    """
+    grad_weight = grad_out.new_zeros(rows, grad_out.shape[-1])
+    if layout.index.numel():
+        features, items, offsets = layout.transpose()
+        sums = F.embedding_bag(items, grad_out, offsets, mode="sum")  # (U, out)
+        grad_weight = grad_weight.index_copy(0, features, sums)
+    return grad_weight
+
+
+def sparse_weight_grad_scatter(layout: SparseLayout, grad_out: Tensor, rows: int) -> Tensor:
+    """The same gradient as :func:`sparse_weight_grad` by a scatter-add of every slot's item
+    gradient onto its feature: the GPU path (atomic adds, so the summation order, and the last
+    bits, may change between runs; with ``torch.use_deterministic_algorithms(True)`` the
+    gather-sum is used). On an H100, for one CoNLL-2002 chunk (19,992 tokens, 286,421 active
+    slots, 105,614 features) 0.12 ms against 1.65 ms for the gather-sum over the transpose's
+    uneven bags.
+
+    Shape:
+        grad_out: (M, out) -> (rows, out).
+    """
+    grad_weight = grad_out.new_zeros(rows, grad_out.shape[-1])
+    if layout.index.numel():  # out of place: the backward must stay vmap-able
+        grad_weight = grad_weight.index_add(0, layout.index, grad_out.index_select(0, layout.slot_items()))
+    return grad_weight
 
 
 def sparse_feature_sum(indices: Tensor, weight: Tensor) -> Tensor:
