@@ -478,14 +478,35 @@ def test_keep_best_iterate_makes_cccp_monotone_under_an_overshooting_optimiser(
         C2=50.0, mu=1.0, inner_epochs=2, optimizer="adam", lr=1.0, steps_per_batch=5, tol=None,
         keep_best_iterate=keep_best,
     )
+    bounds: list[list[float]] = []  # every inner iterate's bound, per outer iteration
+    logged: list[float] = []  # train/objective at the end of each epoch
+    note = model._note_iterate
+
+    def noting(terms):  # type: ignore[no-untyped-def]
+        if (model.current_epoch - model.supervised_epochs) % 2 == 0 and model._inner_best[1] is None:
+            bounds.append([])
+        bounds[-1].append(float(terms.objective.detach()))
+        note(terms)
+
+    class Logged(pl.Callback):
+        def on_train_epoch_end(self, trainer, module):  # type: ignore[no-untyped-def]
+            logged.append(float(trainer.callback_metrics["train/objective"]))
+
+    if keep_best:
+        model._note_iterate = noting  # type: ignore[method-assign]
     pl.Trainer(
         max_epochs=12, accelerator="cpu", logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path),
+        callbacks=[Logged()],
     ).fit(model, datamodule=dm)
     values = model.cccp_objectives
     assert len(values) == 6
     rises = [b - a for a, b in zip(values, values[1:]) if b > a + 1e-6]
     if keep_best:
         assert not rises, values
+        # the objective logged when an outer iteration ends is the iterate it ends at (the best)
+        assert len(bounds) == 6
+        for outer, seen in enumerate(bounds):
+            assert logged[2 * outer + 1] == pytest.approx(min(seen), rel=1e-6), (outer, seen, logged)
     else:
         assert rises, values

@@ -480,7 +480,7 @@ class CCCPModule(StructuredModule):
         self.steps_per_batch = steps_per_batch
         self.keep_best_iterate = bool(keep_best_iterate)
         #: (bound, parameters) of the best iterate of the current outer iteration's inner steps
-        self._inner_best: tuple[float, Optional[list[Tensor]]] = (math.inf, None)
+        self._inner_best: tuple[float, Optional[list[Tensor]], Optional[ObjectiveTerms]] = (math.inf, None, None)
         self.corpus_budget = corpus_budget
         c = structure.num_labels
         self._punct: Optional[PunctuationTransitions] = None
@@ -926,7 +926,7 @@ class CCCPModule(StructuredModule):
             and getattr(self.trainer, "num_training_batches", 0) == 1
         )
         if first_of_outer:
-            self._inner_best = (math.inf, None)
+            self._inner_best = (math.inf, None, None)
 
         def closure() -> Tensor:
             opt.zero_grad()
@@ -935,7 +935,7 @@ class CCCPModule(StructuredModule):
                 last["first"] = terms
             last["terms"] = terms
             if guard:
-                self._note_iterate(float(terms.objective.detach()))
+                self._note_iterate(terms)
             return terms.objective
 
         for _ in range(self.steps_per_batch):
@@ -944,7 +944,9 @@ class CCCPModule(StructuredModule):
         if guard and inner == self.inner_epochs - 1:
             closure()  # the final iterate's bound, then back to the best one
             opt.zero_grad()
-            self._restore_best_iterate()
+            best = self._restore_best_iterate()
+            if best is not None:  # log the iterate the outer iteration ends at
+                last["terms"] = best
         terms = last["terms"]
         labeled, _ = self._split(batch)
         chunks = as_chunks(labeled)
@@ -972,19 +974,24 @@ class CCCPModule(StructuredModule):
     def _trainable(self) -> list[Tensor]:
         return [p for p in self.parameters() if p.requires_grad]
 
-    def _note_iterate(self, bound: float) -> None:
-        """Remember the current parameters when their bound is the lowest of this outer
-        iteration (``keep_best_iterate``)."""
+    def _note_iterate(self, terms: ObjectiveTerms) -> None:
+        """Remember the current parameters and their terms when their bound is the lowest of
+        this outer iteration (``keep_best_iterate``)."""
+        bound = float(terms.objective.detach())
         if bound < self._inner_best[0]:
-            self._inner_best = (bound, [p.detach().clone() for p in self._trainable()])
+            kept = ObjectiveTerms(*(x.detach() if isinstance(x, Tensor) else x for x in terms))
+            self._inner_best = (bound, [p.detach().clone() for p in self._trainable()], kept)
 
-    def _restore_best_iterate(self) -> None:
-        best = self._inner_best[1]
+    def _restore_best_iterate(self) -> Optional[ObjectiveTerms]:
+        """Set the parameters to the remembered best iterate; returns its terms (``None``
+        when none was remembered)."""
+        _, best, terms = self._inner_best
         if best is not None:
             with torch.no_grad():
                 for param, value in zip(self._trainable(), best):
                     param.copy_(value)
-        self._inner_best = (math.inf, None)
+        self._inner_best = (math.inf, None, None)
+        return terms
 
     @property
     def cccp_objectives(self) -> list[float]:
