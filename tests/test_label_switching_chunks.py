@@ -185,8 +185,8 @@ def test_setup_accepts_chunks_and_refuses_part_of_the_unlabeled_set(tmp_path: Pa
 
     chunks = [dm.collate(c) for c in length_chunks(dm.splits["unlabeled"], 40)]
     assert len(model._check_unlabeled(chunks)) == len(chunks) > 3
-    with pytest.raises(NotImplementedError, match=r"whole unlabeled set in one batch or as length "
-                       r"chunks in one step .* got 2\d of m = 30 examples"):
+    with pytest.raises(ValueError, match=r"label switching .* the whole unlabeled set, m = 30 "
+                       r"examples, in one batch or as length chunks .*; got 2\d$"):
         model._check_unlabeled(chunks[1:])
     with pytest.raises(ValueError, match="must carry 'index'"):
         model._check_unlabeled([{k: v for k, v in c.items() if k != "index"} for c in chunks])

@@ -105,7 +105,7 @@ class ConstraintSet:
         """All counts side by side. Shape: (B, num_counts)."""
         b = labels.shape[0] if isinstance(labels, Tensor) else 0
         if not self.constraints:
-            return torch.zeros(b, 0)
+            return torch.zeros(b, 0, device=labels.device if isinstance(labels, Tensor) else None)
         return torch.cat([c.counts(labels, lengths, tokens) for c in self.constraints], dim=1)
 
     def penalties_from_counts(self, instance_counts: Tensor, corpus_totals: Optional[Tensor] = None) -> Tensor:
@@ -171,7 +171,7 @@ class ConstraintSet:
         lin = [c for c in self.instance_constraints() if c.linear_indicators]
         non = [c for c in self.instance_constraints() if not c.linear_indicators]
         parts = [c.indicators(labels, lengths, tokens) for c in lin + non]
-        return torch.cat(parts, dim=1) if parts else torch.zeros(labels.shape[0], 0)
+        return torch.cat(parts, dim=1) if parts else torch.zeros(labels.shape[0], 0, device=labels.device)
 
     def indicator_features(
         self, tokens: Optional[Tokens], lengths: Tensor, num_labels: Optional[int] = None,

@@ -778,14 +778,9 @@ class CCCPModule(StructuredModule):
         Raises:
             ValueError: the chunks are not the whole unlabeled set (a mini-batch).
         """
-        _, m = self.dataset_sizes()
-        total = num_examples(chunks)
-        if total != m:
-            raise ValueError(
-                f"corpus-level constraints {[c.name for c in self._corpus]} are about the whole "
-                f"unlabeled set: every training step must see all m = {m} unlabeled examples (full "
-                f"batches: data unlabeled_batch_size null); got a batch of {total}"
-            )
+        self.require_whole_unlabeled(
+            chunks, f"corpus-level constraints {[c.name for c in self._corpus]} are about the whole unlabeled set"
+        )
         with torch.no_grad():
             pots = [self.potentials(chunk).detach() for chunk in chunks]
         lengths = [chunk["lengths"] for chunk in chunks]

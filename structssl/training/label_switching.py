@@ -266,13 +266,7 @@ class LabelSwitchingModule(StructuredModule):
                 "leaf-rule switching (CKY) takes the whole unlabeled set in one batch; got "
                 f"{len(chunks)} chunks"
             )
-        m, got = self.dataset_sizes()[1], num_examples(chunks)
-        if got != m:
-            raise NotImplementedError(
-                "label switching needs the whole unlabeled set in one batch or as length chunks "
-                f"in one step (corpus constraints); got {got} of m = {m} examples (set "
-                "unlabeled_batch_size=None)"
-            )
+        self.require_whole_unlabeled(chunks, "label switching decides its switches over the whole unlabeled set")
         return chunks
 
     @staticmethod

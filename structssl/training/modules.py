@@ -459,6 +459,21 @@ class StructuredModule(pl.LightningModule):
             )
         return int(n), int(m)
 
+    def require_whole_unlabeled(self, chunks: list[Batch], why: str) -> None:
+        """Check that one training step's unlabeled chunks are the whole unlabeled set (what a
+        step over corpus-level quantities needs: label switching, corpus constraints).
+
+        Raises:
+            ValueError: they hold fewer (or more) examples than ``m``; ``why`` says what needs
+                the whole set.
+        """
+        m, got = self.dataset_sizes()[1], num_examples(chunks)
+        if got != m:
+            raise ValueError(
+                f"{why}: every training step must see the whole unlabeled set, m = {m} examples, "
+                f"in one batch or as length chunks (data unlabeled_batch_size null); got {got}"
+            )
+
     def adopt_sizes(self, sizes: dict[str, Any]) -> None:
         """Take the sizes the data gives (``num_labels``, ``num_features``, ``task``, ``tags``,
         ...; a data module's ``model_sizes()``): the structure and the scorer fill in the sizes
