@@ -63,6 +63,7 @@ from structssl.training.modules import (
     ObjectiveTerms,
     StructuredModule,
     as_chunks,
+    chunk_shares,
     num_examples,
 )
 
@@ -345,9 +346,7 @@ class LabelSwitchingModule(StructuredModule):
         chunks = as_chunks(part)
         if len(chunks) == 1:
             return term(chunks[0])
-        total = num_examples(chunks)
-        shares = [int(c["inputs"].shape[0]) / total for c in chunks]
-        return sum(share * term(c) for share, c in zip(shares, chunks))  # type: ignore[return-value]
+        return sum(share * term(c) for share, c in zip(chunk_shares(chunks), chunks))  # type: ignore[return-value]
 
     def objective_terms(self, batch: Batch) -> ObjectiveTerms:
         labeled, unlabeled = self._split(batch)

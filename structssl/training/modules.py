@@ -157,6 +157,13 @@ def num_examples(chunks: Sequence[Batch]) -> int:
     return sum(int(chunk["inputs"].shape[0]) for chunk in chunks)
 
 
+def chunk_shares(chunks: Sequence[Batch]) -> list[float]:
+    """Each chunk's share of the examples of a list of chunks: a mean over the whole list is
+    ``sum_c share_c * mean_c``."""
+    total = num_examples(chunks)
+    return [int(chunk["inputs"].shape[0]) / total for chunk in chunks]
+
+
 def _tolerance(value: Optional[float], cls: type) -> Optional[float]:
     """Check the ``tolerance`` option (None, or a finite float > 0 the procedure accepts)."""
     if value is None:
@@ -728,10 +735,8 @@ class StructuredModule(pl.LightningModule):
         """Accumulate the gradient of ``weight * mean term`` over the examples of ``part`` (a
         batch or a list of chunks), chunk by chunk; the mean's value (float64, detached)."""
         chunks = as_chunks(part)
-        total = num_examples(chunks)
         mean = torch.zeros((), dtype=torch.float64, device=chunks[0]["inputs"].device)
-        for chunk in chunks:
-            share = int(chunk["inputs"].shape[0]) / total
+        for chunk, share in zip(chunks, chunk_shares(chunks)):
             value = term(chunk)
             self.manual_backward(weight * share * value)
             mean = mean + share * value.detach().double()
