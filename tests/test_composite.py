@@ -103,11 +103,16 @@ def test_annealing_schedule_is_seed_004s() -> None:
         annealing_schedule(factor=1.0)
 
 
-# ---------------------------------------------------------------- the procedures on tensors
+# ---------------------------------------------------------------- the procedures, seed 004's protocol
+@pytest.mark.filterwarnings("ignore:.*does not have many workers.*")
 @pytest.mark.parametrize("cls", ["composite", "exact", "tsvm", "codl"])
-def test_fit_arrays_runs_and_respects_test_constraints(cls: str) -> None:
-    x, y = _toy(80, 2)
-    xl, yl, xu = x[:12], y[:12], x[12:60]
+def test_annealed_rounds_run_and_respect_test_constraints(cls: str, tmp_path: Path) -> None:
+    """A supervised first epoch, then one round per epoch with C_m annealed 0.01, 0.1, 1 (the
+    protocol of benchmarks/bench_multilabel.py): one assignment per round, pseudo-labels for
+    every unlabeled example, constrained and free collective decoding of the test split."""
+    from structssl.training.callbacks import SupervisedWarmStart
+
+    dm = MulanDataModule("emotions", 0.2, 0, data_dir=_write_mulan(tmp_path, 80, 20), evaluate_unlabeled=False)
     structure = PairwiseMultiLabel(K)
     module: Any
     if cls == "composite":
@@ -120,22 +125,27 @@ def test_fit_arrays_runs_and_respects_test_constraints(cls: str) -> None:
         module = TSVMPlusModule(structure, _scorer(), engine=_engine(), lbfgs_max_iter=5)
     else:
         module = CoDLPlusModule(structure, _scorer(), engine=_engine(), perceptron_epochs=1, perceptron_batch=16)
-    module.fit_arrays(xl, yl, xu, schedule=[0.01, 0.1, 1.0])
-    assert module.pseudo_labels is not None and module.pseudo_labels.shape == (48, K)
+    schedule = GeometricCuSchedule(start=0.01, factor=10.0, every_n_epochs=1, delay_epochs=1)
+    _trainer(max_epochs=4, precision="64-true", callbacks=[schedule, SupervisedWarmStart(1)]).fit(module, dm)
+    m = len(dm.splits["unlabeled"])
+    assert module.pseudo_labels is not None and module.pseudo_labels.shape == (m, K)
     assert len(module.assignment_history) == 3
     assert module.current("Cu") == 1.0
-    pred = module.predict_arrays(x[60:])
-    assert pred.shape == (20, K) and set(pred.unique().tolist()) <= {0, 1}
-    free = module.predict_arrays(x[60:], constrained=False)
-    assert free.shape == (20, K)
+    test = dm.collate(dm.splits["test"])
+    pred = module.decode(test)
+    assert pred.shape == (len(dm.splits["test"]), K) and set(pred.unique().tolist()) <= {0, 1}
+    with torch.no_grad():
+        free = module.infer(module.decode_potentials(test), constrained=False)
+    assert free.shape == pred.shape
 
 
-def test_supervised_fit_arrays_learns_the_toy_task() -> None:
-    x, y = _toy(200, 3)
-    module = CompositeLikelihoodModule(PairwiseMultiLabel(K), _scorer(), constraints="none", engine=_engine())
-    module.fit_arrays(x[:100], y[:100])
-    pred = module.predict_arrays(x[100:])
-    assert (pred == y[100:]).float().mean() > 0.8
+@pytest.mark.filterwarnings("ignore:.*does not have many workers.*")
+def test_supervised_epoch_learns_the_toy_task(tmp_path: Path) -> None:
+    dm = MulanDataModule("emotions", 0.7, 0, data_dir=_write_mulan(tmp_path, 200, 30), evaluate_unlabeled=False)
+    module = CompositeLikelihoodModule(PairwiseMultiLabel(K), _scorer(), constraints="none", engine=_engine(), Cu=0.0)
+    _trainer(max_epochs=1, precision="64-true").fit(module, dm)
+    test = dm.collate(dm.splits["test"])
+    assert (module.decode(test) == test["labels"]).float().mean() > 0.8
 
 
 def test_module_errors() -> None:

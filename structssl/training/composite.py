@@ -29,8 +29,10 @@ modules), between
 :class:`~structssl.training.callbacks.GeometricCuSchedule` (1e-4, tripled every five rounds, up
 to 1). Test-set inference is collective: the whole evaluation batch is one corpus decoded with
 the constraints (``test_constraints=True``, seed 004 section 6), with the same components.
-The annealed procedure can also run without Lightning on tensors (:meth:`fit_arrays`), which
-the benchmark uses.
+Seed 004's protocol through ``pl.Trainer``: one supervised epoch first
+(:class:`~structssl.training.callbacks.SupervisedWarmStart`), then one epoch per round with C_m
+annealed by :class:`~structssl.training.callbacks.GeometricCuSchedule` (``delay_epochs=1``);
+``benchmarks/bench_multilabel.py`` runs every reproduction that way.
 
 The constraint rates and the multipliers are saved with the checkpoint (``on_save_checkpoint``)
 and restored on load, together with the module's ``current_Cu`` buffer and the callback state,
@@ -47,7 +49,7 @@ compute what one computes. CoDL+ (a sequential perceptron over the shuffled corp
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Literal, Optional
 
 import torch
 from torch import Tensor, nn
@@ -309,51 +311,6 @@ class ConstrainedSelfLabelingModule(StructuredModule):
             last = self.assignment_history[-1]
             self.log("train/assignment_violation", last["violation"], **log)
         return terms.objective.detach()
-
-    # ------------------------------------------------------------------ without Lightning
-    def fit_arrays(
-        self,
-        labeled_inputs: Tensor,
-        labeled_labels: Tensor,
-        unlabeled_inputs: Optional[Tensor] = None,
-        schedule: Optional[Sequence[float]] = None,
-    ) -> "ConstrainedSelfLabelingModule":
-        """Run the annealed procedure on tensors (no Trainer): one round per schedule entry.
-
-        Args:
-            labeled_inputs: (n, D) inputs.
-            labeled_labels: (n, K) labels.
-            unlabeled_inputs: (m, D) inputs (``None`` or empty: supervised, one round).
-            schedule: C_m multipliers of ``Cu`` per round (default :func:`annealing_schedule`).
-
-        Returns:
-            ``self``.
-        """
-        n = int(labeled_inputs.shape[0])
-        m = 0 if unlabeled_inputs is None else int(unlabeled_inputs.shape[0])
-        self.num_labeled, self.num_unlabeled = n, m
-        batch: Batch = {"labeled": {"inputs": labeled_inputs, "labels": labeled_labels}}
-        if m == 0:
-            self.set_current("Cu", 0.0)
-            self.fit_constraints(labeled_labels)
-            self.update(batch)
-            return self
-        batch["unlabeled"] = {"inputs": unlabeled_inputs}
-        # the supervised start (C_m = 0), then the annealed rounds
-        self.set_current("Cu", 0.0)
-        self.fit_constraints(labeled_labels)
-        self.update(batch)
-        for cm in annealing_schedule() if schedule is None else schedule:
-            self.set_current("Cu", cm * self.Cu)
-            self.round(batch)
-        return self
-
-    def predict_arrays(self, inputs: Tensor, constrained: Optional[bool] = None) -> Tensor:
-        """Collective decoding of ``inputs`` (N, D) -> labels (N, K)."""
-        use = self.test_constraints if constrained is None else constrained
-        with torch.no_grad():
-            pot = self.scorer(inputs)
-        return self.infer(pot, constrained=use and self.constraints is not None)
 
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
