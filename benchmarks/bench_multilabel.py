@@ -24,7 +24,9 @@ C_m schedule as a callback) and scored by ``trainer.test``; the script sweeps da
 degrees, splits and methods and collects the metrics.
 
 Methods (``structssl:`` prefix in the JSON):
-  Table 2: ``semi`` (ALAI, both constraints), ``sup`` (C_m = 0, test with constraints).
+  Table 2: ``semi`` (ALAI, both constraints), ``sup`` (C_m = 0, test with constraints),
+  ``majority`` (``baseline:majority`` in the JSON: no model, every test example gets each
+  label's majority value among the labeled examples; the floor a learned model should clear).
   Table 3: ``alai-no`` / ``alai-ldc`` / ``alai-lcc`` (constraints used in training and test;
   the "Both" column is Table 2's ``semi``),
   ``alei`` (approximate learning, exact inference by enumeration), ``elai`` (full likelihood by
@@ -200,6 +202,9 @@ def run_one(method: str, dataset: str, d: int, seed: int, args: argparse.Namespa
 
     dm = MulanDataModule(name=dataset, labeled_fraction=d / 100.0, split_seed=seed, evaluate_unlabeled=False)
     split = dm.arrays()
+    if method == "majority":  # no model: each label's majority value among the labeled examples
+        guess = (split.labeled_labels.double().mean(0) > 0.5).long().expand_as(split.test_labels)
+        return {"micro_f1": micro_f1(guess, split.test_labels), "train_time": 0.0, "test_time": 0.0}
     k = int(split.labeled_labels.shape[1])
     torch.manual_seed(0)
     module, semi = build(method, k, int(split.labeled_inputs.shape[1]), args)
@@ -228,7 +233,7 @@ def run_one(method: str, dataset: str, d: int, seed: int, args: argparse.Namespa
 def methods_for(dataset: str, d: int, tables: list[int]) -> list[str]:
     out: list[str] = []
     if 2 in tables:
-        out += ["semi", "sup"]
+        out += ["semi", "sup", "majority"]
     if 3 in tables and d in T3_DEGREES:
         out += ["alai-no", "alai-ldc", "alai-lcc"]
         if dataset != "yeast":
@@ -275,7 +280,10 @@ def aggregate(dataset: str, d: int, runs: dict[str, list[dict[str, float]]], des
         if partner and runs.get(partner) and len(runs[partner]) == len(values):
             p = _wilcoxon(f1, [v["micro_f1"] for v in runs[partner]])
             extra["wilcoxon_p_vs_" + partner] = None if p is None else round(p, 4)
-        records.append(record(BENCH, task, "structssl:" + method, "micro_f1", mean, "%", True, len(f1), **extra))
+        name = "baseline:majority" if method == "majority" else "structssl:" + method
+        records.append(record(BENCH, task, name, "micro_f1", mean, "%", True, len(f1), **extra))
+        if method == "majority":
+            continue
         for key in ("train_time", "test_time"):
             t_mean, t_std = _stats([v[key] for v in values])
             records.append(record(BENCH, task, "structssl:" + method, key, t_mean, "s", False, len(values), std=round(t_std, 4), **desc))
