@@ -138,13 +138,16 @@ def _predict(argv: Sequence[str]) -> int:
     from structssl.predict import Tagger
 
     if Path(cfg.output).resolve() == Path(cfg.input).resolve():
-        raise SystemExit(f"structssl predict: --output must differ from --input ({cfg.input})")
+        print(f"structssl predict: --output must differ from --input ({cfg.input})", file=sys.stderr)
+        return 2
     try:
         tagger = Tagger.load(cfg.model, batch_size=cfg.batch_size)
         summary = tagger.tag_file(cfg.input, cfg.output, confidence=cfg.confidence,
                                   kbest=cfg.kbest)
     except (FileNotFoundError, ValueError) as err:
-        raise SystemExit(f"structssl predict: {err}") from None
+        # a missing or bad checkpoint or input file, as `structssl fit` reports its data errors
+        print(f"structssl predict: {err}", file=sys.stderr)
+        return 2
     line = (f"tagged {summary['sentences']} sentences ({summary['tokens']} tokens) of "
             f"{cfg.input} -> {cfg.output}")
     scores = [f"{k} {summary[k]:.4f}" for k in ("span_f1", "token_accuracy") if k in summary]

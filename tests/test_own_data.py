@@ -428,7 +428,9 @@ def test_checkpoint_alone_rebuilds_the_model(run_dir: Path) -> None:
     assert model.data_format is not None and model.data_format["kind"] == "tagging"
 
 
-def test_bad_checkpoints_get_clear_errors(tmp_path: Path, run_dir: Path) -> None:
+def test_bad_checkpoints_get_clear_errors(
+    tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     empty = tmp_path / "empty.ckpt"
     empty.write_bytes(b"")
     with pytest.raises(ValueError, match=r"empty\.ckpt: not a readable checkpoint"):
@@ -439,8 +441,8 @@ def test_bad_checkpoints_get_clear_errors(tmp_path: Path, run_dir: Path) -> None
         load_model(truncated)
     with pytest.raises(FileNotFoundError, match="no checkpoint in"):
         load_model(tmp_path)
-    with pytest.raises(SystemExit, match="no checkpoint in"):
-        main(["predict", "--model", str(tmp_path), "--input", "x", "--output", "y"])
+    assert main(["predict", "--model", str(tmp_path), "--input", "x", "--output", "y"]) == 2
+    assert "structssl predict: no checkpoint in" in capsys.readouterr().err
 
 
 def test_checkpoint_of_another_task_is_refused(tmp_path: Path) -> None:
@@ -650,3 +652,18 @@ def test_constraint_procedures_bind_plain_tags_and_estimate_targets(
     tagged = (tmp_path / "t.conll").read_text().split()
     nn, tokens = tagged.count("NN"), len(tagged) // 2
     assert proportion.target == pytest.approx(nn / tokens)
+
+
+def test_predict_input_with_a_sentence_per_line_gets_a_hint(
+    tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file to tag that holds a sentence per line (a common slip) stops with its file and
+    line, the column counts and a hint, exit status 2, and writes nothing."""
+    text = tmp_path / "sentences.txt"
+    text.write_text("La Coruna es bonita hoy .\nEl Grupo Magenta vive en Madrid desde 1990 .\n")
+    out = tmp_path / "pred.conll"
+    assert main(["predict", "--model", str(run_dir), "--input", str(text), "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"structssl predict: {text}:2: expected 6 columns separated by whitespace; got 9")
+    assert err.endswith("is this a sentence per line?)") and "\n" not in err
+    assert not out.exists()

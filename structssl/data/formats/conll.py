@@ -171,9 +171,13 @@ def read_columns(
                         f"column(s) of this line: {_short(line)}"
                     )
         if len(cols) != expected:
+            hint = ""
+            if num_columns is None and max(expected, len(cols)) > 4:
+                hint = (" (files hold one token per line with the same columns on every line and "
+                        "a blank line between sentences; is this a sentence per line?)")
             raise ValueError(
                 f"{path_s}:{number}: expected {expected} columns separated by {sep_name}; "
-                f"got {len(cols)}: {_short(line)}"
+                f"got {len(cols)}: {_short(line)}{hint}"
             )
         token = cols[token_column]
         if not token:
