@@ -106,3 +106,32 @@ def test_factored_chain_cuda_graphs_replay_the_eager_results(shared: bool, dtype
     torch.testing.assert_close(again[0], run(changed, lengths, torch.device("cpu"))[0], **tol)
     for a, b in zip(results[2], eager):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@cuda
+def test_factored_chain_cuda_graphs_of_inference_mode_are_kept_apart() -> None:
+    """A shape evaluated under inference mode (Lightning's evaluation) gets graphs of its own:
+    the same shape then trained on replays graphs with writable static tensors."""
+    from structssl.structures import ChainPotentials
+    from structssl.structures import _chain_factored as fc
+
+    dev = torch.device("cuda")
+    chain = LinearChain(4)
+    g = torch.Generator().manual_seed(3)
+    raw = [torch.randn(3, 6, 4, generator=g), torch.randn(4, 4, generator=g)]
+    lengths = torch.tensor([6, 2, 5], device=dev)
+    fc._GRAPHS.graphs.clear()
+    fc._GRAPHS.seen.clear()
+    for _ in range(3):
+        with torch.inference_mode():
+            chain.log_partition(ChainPotentials.from_factors(*[x.to(dev) for x in raw]), lengths)
+    values = []
+    for _ in range(3):
+        leaves = [x.to(dev).requires_grad_(True) for x in raw]
+        log_z = chain.log_partition(ChainPotentials.from_factors(*leaves), lengths)
+        grads = torch.autograd.grad(log_z.sum(), leaves)
+        values.append((log_z.detach().cpu(), [x.cpu() for x in grads]))
+    for log_z, grads in values[1:]:
+        torch.testing.assert_close(log_z, values[0][0], rtol=0, atol=0)
+        for a, b in zip(grads, values[0][1]):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)

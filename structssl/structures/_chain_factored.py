@@ -292,8 +292,8 @@ class _StepGraphs:
     (and as many Python calls) per objective evaluation of CoNLL-2002 Spanish, whose CUDA time
     is a fifth of the wall time. A full-batch optimiser evaluates the same chunks again and
     again, so each chunk's forward and backward loop becomes one graph launch. A graph is keyed
-    by the loop, device, dtype, shape, sharing and the batch sizes per step (which fix the
-    sorted lengths); it owns static copies of its inputs and outputs (inputs copied in before a
+    by the loop, device, dtype, shape, sharing, inference mode and the batch sizes per step
+    (which fix the sorted lengths); it owns static copies of its inputs and outputs (inputs copied in before a
     replay, outputs cloned after it), so results are those of the same kernels run eagerly.
     Shapes seen once (e.g. mini-batches of varying lengths) run eagerly; at most ``capacity``
     graphs are kept (least recently used dropped).
@@ -309,8 +309,10 @@ class _StepGraphs:
         """Replay (or capture) ``steps(*inputs, *outputs, plan, shared)``; ``None`` where the
         shape was not seen before (the caller runs it eagerly)."""
         first = inputs[0]
+        # inference mode is part of the key: a graph's static tensors made under it are
+        # inference tensors, which may not be written outside it (evaluation under Lightning)
         key = (steps.__name__, first.device, first.dtype, tuple(x.shape for x in inputs), shared,
-               tuple(plan.batch_sizes))
+               torch.is_inference_mode_enabled(), tuple(plan.batch_sizes))
         entry = self.graphs.get(key)
         if entry is None:
             count = self.seen.get(key, 0) + 1
