@@ -371,7 +371,8 @@ def _run_steps(steps: Callable[..., None], inputs: tuple[Tensor, ...], plan: Pla
                outputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     """``steps(*inputs, *outputs, plan, shared)`` and the filled ``outputs``; on a GPU through
     a replayed CUDA graph once the same shape comes again."""
-    if USE_CUDA_GRAPHS and inputs[0].is_cuda and torch.cuda.is_available():
+    if (USE_CUDA_GRAPHS and inputs[0].is_cuda and torch.cuda.is_available()
+            and not torch.cuda.is_current_stream_capturing()):  # inside a caller's capture: eager
         replayed = _GRAPHS.run(steps, inputs, plan, shared, outputs)
         if replayed is not None:
             return replayed
