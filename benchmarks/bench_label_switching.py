@@ -4,6 +4,7 @@
     python benchmarks/bench_label_switching.py                    # the scaled protocol (below)
     python benchmarks/bench_label_switching.py --tasks parsing    # one task, merged into results/
     python benchmarks/bench_label_switching.py --full-protocol    # the paper's protocol
+    python benchmarks/bench_label_switching.py --tasks crf        # the paper's CRF baseline row (citations)
 
 Citations (seed 003 section 4.1.2, Table 2), inductive setting: N = 5, 20, 300 labeled
 citations (a seeded sample of citation_train.300 per partition), 1,000 unlabeled citations of
@@ -92,7 +93,8 @@ PAPER_CITATIONS = {
     "baseline-crf": {5: 63.1, 20: 79.1, 300: 89.9},
 }
 #: ours -> the paper's column it is compared with
-OURS_VS_PAPER = {"sup": "baseline-sdm", "ssvm-ls": "ssvm-sdm", "ssvm-ls-paper-selection": "ssvm-sdm"}
+OURS_VS_PAPER = {"sup": "baseline-sdm", "ssvm-ls": "ssvm-sdm", "ssvm-ls-paper-selection": "ssvm-sdm",
+                 "crf": "baseline-crf"}
 #: seed 003 section 4.2 (CESS-CAT, accuracy = 1 - 0/1 loss, %): split -> (supervised, semi)
 PAPER_PARSING = {"unlabeled": (76.0, 82.46), "test": (79.1, 81.8)}
 
@@ -222,6 +224,53 @@ def run_citations(n_labeled: int, partition: int, args: argparse.Namespace) -> d
         "alternations": len(history) - args.supervised_epochs,
         "switches": sum(r["switches"] for r in history),
     }
+
+
+def run_citations_crf(n_labeled: int, partition: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The paper's supervised CRF baseline row on the same labeled citations and features: a
+    ``SupervisedModule`` with ``CRFNLLLoss`` fitted by ``pl.Trainer`` to convergence
+    (``tolerance`` 1e-4, at most 50 epochs of 20 L-BFGS iterations) for each C of
+    ``--crf-c-grid``; the C with the best dev token accuracy is kept."""
+    from structssl.data import CitationsDataModule
+    from structssl.losses import CRFNLLLoss
+    from structssl.training import SupervisedModule
+
+    best: dict[str, Any] = {}
+    for c in args.crf_c_grid:
+        pl.seed_everything(partition, verbose=False)
+        dm = CitationsDataModule(
+            data_dir=args.data_dir, protocol="inductive", num_labeled=n_labeled, subset=partition,
+            num_unlabeled=0, features="rich", shuffle=False,
+        )
+        dm.setup("fit")
+        sets = {"test": dm.collate(dm.splits["test"]), "dev": dm.collate(dm.splits["dev"])}
+        module = SupervisedModule(
+            LinearChain(dm.num_labels),
+            LinearChainScorer(dm.num_labels, num_features=dm.num_features, init_std=args.init_std),
+            CRFNLLLoss(), C=c, optimizer="lbfgs", lbfgs_max_iter=20, tolerance=1e-4,
+        )
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _trainer([], 50).fit(module, datamodule=dm)
+        wall = time.perf_counter() - start
+        scores = evaluate(module, sets, "sequence")  # type: ignore[arg-type]
+        if not best or scores["dev_token_accuracy"] > best["dev"]:
+            best = {"crf": scores["test_token_accuracy"], "dev": scores["dev_token_accuracy"], "C": c,
+                    "wall_s": wall, "epochs": int(module.current_epoch) + 1}
+    return best
+
+
+def crf_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    vals = [r["crf"] for r in runs]
+    mean, std = _mean_std(vals)
+    return [record(
+        BENCH, f"citations/N={n_labeled}", "structssl:crf", "test_token_accuracy", mean, "%", True,
+        len(runs), std=round(std, 4), per_partition=[round(v, 2) for v in vals],
+        chosen_C=[r["C"] for r in runs], fit_wall_s=[round(r["wall_s"], 1) for r in runs],
+        paper_value=PAPER_CITATIONS["baseline-crf"][n_labeled],
+        paper_source="seed 003 Table 2 (baseline-crf)", **extra,
+    )]
 
 
 def citations_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
@@ -356,7 +405,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="N = 5, 1 partition, 100 unlabeled, 1 permutation")
     parser.add_argument("--full-protocol", action="store_true", help="the paper's sizes (hours on a CPU)")
-    parser.add_argument("--tasks", nargs="+", default=["citations", "parsing"], choices=["citations", "parsing"])
+    parser.add_argument("--tasks", nargs="+", default=["citations", "parsing"],
+                        choices=["citations", "parsing", "crf"],
+                        help="crf: the paper's supervised CRF baseline row on the citations (not run by default)")
+    parser.add_argument("--crf-c-grid", type=float, nargs="+", default=[0.1, 1.0, 10.0, 100.0, 1000.0],
+                        help="C values of the CRF baseline, chosen on dev")
     parser.add_argument("--labeled", type=int, nargs="+", help="N labeled citations (default 5 20 300)")
     parser.add_argument("--partitions", type=int, help="partitions per N (subset seeds 0..)")
     parser.add_argument("--num-unlabeled", type=int, help="unlabeled citations")
@@ -432,6 +485,15 @@ def main(argv: Optional[list[str]] = None) -> None:
                 merge(out, head, citations_records(n, runs, extra))
                 if not args.no_plots and p == 0:
                     _plot(f"citations_N{n}", {f"citations N={n}, partition 0": r["history"]}, plot_dir, args.quick)
+    if "crf" in args.tasks:
+        crf_runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.labeled}
+        for p in range(args.partitions):
+            for n in args.labeled:
+                crf_runs[n].append(run_citations_crf(n, p, args))
+                r = crf_runs[n][-1]
+                print(f"citations N={n} partition {p}: crf {r['crf']:.2f} (C {r['C']:g}, dev "
+                      f"{r['dev']:.2f}, {r['epochs']} epochs) {r['wall_s']:.0f}s", flush=True)
+                merge(out, head, crf_records(n, crf_runs[n], {"mode": mode, "crf_c_grid": args.crf_c_grid}))
     print(f"results: {out}")
 
 
