@@ -293,8 +293,9 @@ class _StepGraphs:
     is a fifth of the wall time. A full-batch optimiser evaluates the same chunks again and
     again, so each chunk's forward and backward loop becomes one graph launch. A graph is keyed
     by the loop, device, dtype, shape, sharing, inference mode and the batch sizes per step
-    (which fix the sorted lengths); it owns static copies of its inputs and outputs (inputs copied in before a
-    replay, outputs cloned after it), so results are those of the same kernels run eagerly.
+    (which fix the sorted lengths); it owns static copies of its inputs and outputs (inputs
+    copied in before a replay, outputs cloned after it), so results are those of the same
+    kernels run eagerly.
     Shapes seen once (e.g. mini-batches of varying lengths) run eagerly; at most ``capacity``
     graphs are kept (least recently used dropped).
     """
@@ -406,8 +407,8 @@ def _exp_forward(u: Tensor, transitions: Tensor, start: Tensor, end: Tensor, pla
         t_max = transitions.amax(dim=(1, 2))  # (B,)
         weights = (transitions - t_max.view(b, 1, 1)).exp()  # (B, C, C)
         trans_shift = t_max * (plan.lengths - 1).to(u.dtype)
-    alpha, scale = _run_steps(_forward_steps, (ex, weights), plan, shared,
-                              (torch.zeros_like(ex), torch.ones(n, b, 1, dtype=u.dtype, device=u.device)))
+    fresh = (torch.zeros_like(ex), torch.ones(n, b, 1, dtype=u.dtype, device=u.device))
+    alpha, scale = _run_steps(_forward_steps, (ex, weights), plan, shared, fresh)
     end_max = end.amax(dim=1, keepdim=True)  # (B, 1)
     end_weights = (end - end_max).exp()
     final = (plan.last(alpha) * end_weights).sum(dim=1)  # (B,)
@@ -429,8 +430,8 @@ def _exp_backward(fwd: _Forward, plan: Plan, shared: bool, grad: Tensor,
     n, b, c = ex.shape
     end_beta = fwd.end_weights / fwd.end_weights.sum(dim=1, keepdim=True)
     back = weights.t() if shared else weights.transpose(1, 2)
-    beta, ratio = _run_steps(_backward_steps, (ex, back, end_beta), plan, shared,
-                             (torch.zeros_like(ex), torch.ones(n, b, 1, dtype=ex.dtype, device=ex.device)))
+    fresh = (torch.zeros_like(ex), torch.ones(n, b, 1, dtype=ex.dtype, device=ex.device))
+    beta, ratio = _run_steps(_backward_steps, (ex, back, end_beta), plan, shared, fresh)
     joint = alpha * beta  # (n, B, C)
     norm = joint.sum(dim=2, keepdim=True)  # (n, B, 1), > 0 at valid positions, 0 past them
     g = grad.view(1, b, 1)
