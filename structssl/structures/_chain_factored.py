@@ -305,10 +305,11 @@ class _StepGraphs:
         self.seen: dict[tuple, int] = {}
         self.graphs: "OrderedDict[tuple, _Captured]" = OrderedDict()
 
-    def run(self, steps: Callable[..., None], inputs: tuple[Tensor, ...], plan: Plan, shared: bool,
-            outputs: tuple[Tensor, ...]) -> Optional[tuple[Tensor, ...]]:
-        """Replay (or capture) ``steps(*inputs, *outputs, plan, shared)``; ``None`` where the
-        shape was not seen before (the caller runs it eagerly)."""
+    def run(self, steps: Callable[..., None], inputs: tuple[Tensor, ...], plan: Plan, shared: bool
+            ) -> Optional[tuple[Tensor, ...]]:
+        """Replay (or capture) ``steps(*inputs, *_blank(inputs[0]), plan, shared)`` and return
+        its filled outputs; ``None`` where the shape was not seen before (the caller runs it
+        eagerly)."""
         first = inputs[0]
         # inference mode is part of the key: a graph's static tensors made under it are
         # inference tensors, which may not be written outside it (evaluation under Lightning)
@@ -323,7 +324,7 @@ class _StepGraphs:
                 self.seen[key] = count
                 return None
             self.seen.pop(key, None)
-            entry = self._capture(steps, inputs, plan, shared, outputs)
+            entry = self._capture(steps, inputs, plan, shared)
             self.graphs[key] = entry
             if len(self.graphs) > self.capacity:
                 self.graphs.popitem(last=False)
@@ -335,17 +336,17 @@ class _StepGraphs:
         return tuple(x.clone() for x in entry.outputs)
 
     @staticmethod
-    def _capture(steps: Callable[..., None], inputs: tuple[Tensor, ...], plan: Plan, shared: bool,
-                 outputs: tuple[Tensor, ...]) -> "_Captured":
+    def _capture(steps: Callable[..., None], inputs: tuple[Tensor, ...], plan: Plan, shared: bool
+                 ) -> "_Captured":
         static_in = tuple(x.clone() for x in inputs)
-        static_out = tuple(x.clone() for x in outputs)  # zeros / ones where the loop never writes
+        static_out = _blank(inputs[0])  # stays zeros / ones where the loop never writes
         # the lengths the loop indexes with live on as the graph's own tensors
         plan_copy = copy.copy(plan)
         plan_copy.lengths, plan_copy.rows = plan.lengths.clone(), plan.rows.clone()
         side = torch.cuda.Stream(device=static_in[0].device)
         side.wait_stream(torch.cuda.current_stream(static_in[0].device))
         with torch.cuda.stream(side):  # warm-up outside the capture (library handles, workspaces)
-            steps(*static_in, *tuple(x.clone() for x in outputs), plan_copy, shared)
+            steps(*static_in, *_blank(inputs[0]), plan_copy, shared)
         torch.cuda.current_stream(static_in[0].device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
@@ -368,15 +369,23 @@ _GRAPHS = _StepGraphs()
 USE_CUDA_GRAPHS = True
 
 
-def _run_steps(steps: Callable[..., None], inputs: tuple[Tensor, ...], plan: Plan, shared: bool,
-               outputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-    """``steps(*inputs, *outputs, plan, shared)`` and the filled ``outputs``; on a GPU through
-    a replayed CUDA graph once the same shape comes again."""
+def _blank(ex: Tensor) -> tuple[Tensor, Tensor]:
+    """A recursion's output buffers for time-major ``ex`` (n, B, C): the (n, B, C) vectors
+    (zeros) and the (n, B, 1) per-step sums (ones), the values past each example's length."""
+    n, b, _ = ex.shape
+    return torch.zeros_like(ex), ex.new_ones(n, b, 1)
+
+
+def _run_steps(steps: Callable[..., None], inputs: tuple[Tensor, ...], plan: Plan, shared: bool
+               ) -> tuple[Tensor, ...]:
+    """The outputs of ``steps(*inputs, *_blank(inputs[0]), plan, shared)``; on a GPU through a
+    replayed CUDA graph once the same shape comes again (no buffers made for a replay)."""
     if (USE_CUDA_GRAPHS and inputs[0].is_cuda and torch.cuda.is_available()
             and not torch.cuda.is_current_stream_capturing()):  # inside a caller's capture: eager
-        replayed = _GRAPHS.run(steps, inputs, plan, shared, outputs)
+        replayed = _GRAPHS.run(steps, inputs, plan, shared)
         if replayed is not None:
             return replayed
+    outputs = _blank(inputs[0])
     steps(*inputs, *outputs, plan, shared)
     return outputs
 
@@ -407,8 +416,7 @@ def _exp_forward(u: Tensor, transitions: Tensor, start: Tensor, end: Tensor, pla
         t_max = transitions.amax(dim=(1, 2))  # (B,)
         weights = (transitions - t_max.view(b, 1, 1)).exp()  # (B, C, C)
         trans_shift = t_max * (plan.lengths - 1).to(u.dtype)
-    fresh = (torch.zeros_like(ex), torch.ones(n, b, 1, dtype=u.dtype, device=u.device))
-    alpha, scale = _run_steps(_forward_steps, (ex, weights), plan, shared, fresh)
+    alpha, scale = _run_steps(_forward_steps, (ex, weights), plan, shared)
     end_max = end.amax(dim=1, keepdim=True)  # (B, 1)
     end_weights = (end - end_max).exp()
     final = (plan.last(alpha) * end_weights).sum(dim=1)  # (B,)
@@ -430,8 +438,7 @@ def _exp_backward(fwd: _Forward, plan: Plan, shared: bool, grad: Tensor,
     n, b, c = ex.shape
     end_beta = fwd.end_weights / fwd.end_weights.sum(dim=1, keepdim=True)
     back = weights.t() if shared else weights.transpose(1, 2)
-    fresh = (torch.zeros_like(ex), torch.ones(n, b, 1, dtype=ex.dtype, device=ex.device))
-    beta, ratio = _run_steps(_backward_steps, (ex, back, end_beta), plan, shared, fresh)
+    beta, ratio = _run_steps(_backward_steps, (ex, back, end_beta), plan, shared)
     joint = alpha * beta  # (n, B, C)
     norm = joint.sum(dim=2, keepdim=True)  # (n, B, 1), > 0 at valid positions, 0 past them
     g = grad.view(1, b, 1)
