@@ -118,18 +118,23 @@ class SparseLayout:
         self._slot_items: Optional[Tensor] = None
 
     def slot_items(self) -> Tensor:
-        """(A,) long, the item of every slot of ``index`` (built on first use and kept)."""
+        """(A,) the item of every slot of ``index``, in its dtype: kept after the first call
+        (the GPU's scatter-add weight gradient reads it at every backward)."""
         if self._slot_items is None:
-            items = torch.arange(self.num_items, device=self.index.device)
-            self._slot_items = torch.repeat_interleave(items, self._counts)
+            self._slot_items = self._items_of_slots()
         return self._slot_items
+
+    def _items_of_slots(self) -> Tensor:
+        items = torch.arange(self.num_items, device=self.index.device, dtype=self.index.dtype)
+        return torch.repeat_interleave(items, self._counts)
 
     def transpose(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(features (U,), feature_items (A,), feature_offsets (U,))`` (see the class)."""
         if self._transpose is None:
             order = torch.sort(self.index, stable=True)  # ascending feature, then item
             features, per_feature = torch.unique_consecutive(order.values, return_counts=True)
-            feature_items = self.slot_items().to(self.index.dtype)[order.indices]
+            # not kept: on the CPU, where only the transpose needs them, A more stored ids per chunk
+            feature_items = self._items_of_slots()[order.indices]
             feature_offsets = (torch.cumsum(per_feature, 0) - per_feature).to(self.index.dtype)
             self._transpose = (features.long(), feature_items, feature_offsets)
         return self._transpose
