@@ -483,7 +483,7 @@ def test_keep_best_iterate_makes_cccp_monotone_under_an_overshooting_optimiser(
     note = model._note_iterate
 
     def noting(terms):  # type: ignore[no-untyped-def]
-        if (model.current_epoch - model.supervised_epochs) % 2 == 0 and model._inner_best[1] is None:
+        if (model.current_epoch - model.supervised_epochs) % 2 == 0 and model._inner_best is None:
             bounds.append([])
         bounds[-1].append(float(terms.objective.detach()))
         note(terms)

@@ -479,8 +479,9 @@ class CCCPModule(StructuredModule):
         self.search_k = search_k
         self.steps_per_batch = steps_per_batch
         self.keep_best_iterate = bool(keep_best_iterate)
-        #: (bound, parameters) of the best iterate of the current outer iteration's inner steps
-        self._inner_best: tuple[float, Optional[list[Tensor]], Optional[ObjectiveTerms]] = (math.inf, None, None)
+        #: (parameters, detached terms) of the best iterate of the current outer iteration's
+        #: inner steps (``None``: none yet)
+        self._inner_best: Optional[tuple[list[Tensor], ObjectiveTerms]] = None
         self.corpus_budget = corpus_budget
         c = structure.num_labels
         self._punct: Optional[PunctuationTransitions] = None
@@ -921,7 +922,7 @@ class CCCPModule(StructuredModule):
             and getattr(self.trainer, "num_training_batches", 0) == 1
         )
         if first_of_outer:
-            self._inner_best = (math.inf, None, None)
+            self._inner_best = None
 
         def closure() -> Tensor:
             opt.zero_grad()
@@ -972,21 +973,21 @@ class CCCPModule(StructuredModule):
     def _note_iterate(self, terms: ObjectiveTerms) -> None:
         """Remember the current parameters and their terms when their bound is the lowest of
         this outer iteration (``keep_best_iterate``)."""
-        bound = float(terms.objective.detach())
-        if bound < self._inner_best[0]:
+        best = self._inner_best
+        if float(terms.objective.detach()) < (math.inf if best is None else float(best[1].objective)):
             kept = ObjectiveTerms(*(x.detach() if isinstance(x, Tensor) else x for x in terms))
-            self._inner_best = (bound, [p.detach().clone() for p in self._trainable()], kept)
+            self._inner_best = ([p.detach().clone() for p in self._trainable()], kept)
 
     def _restore_best_iterate(self) -> Optional[ObjectiveTerms]:
         """Set the parameters to the remembered best iterate; returns its terms (``None``
         when none was remembered)."""
-        _, best, terms = self._inner_best
-        if best is not None:
-            with torch.no_grad():
-                for param, value in zip(self._trainable(), best):
-                    param.copy_(value)
-        self._inner_best = (math.inf, None, None)
-        return terms
+        best, self._inner_best = self._inner_best, None
+        if best is None:
+            return None
+        with torch.no_grad():
+            for param, value in zip(self._trainable(), best[0]):
+                param.copy_(value)
+        return best[1]
 
     @property
     def cccp_objectives(self) -> list[float]:
