@@ -235,15 +235,16 @@ def run_citations_crf(n_labeled: int, partition: int, args: argparse.Namespace) 
     from structssl.losses import CRFNLLLoss
     from structssl.training import SupervisedModule
 
+    pl.seed_everything(partition, verbose=False)
+    dm = CitationsDataModule(
+        data_dir=args.data_dir, protocol="inductive", num_labeled=n_labeled, subset=partition,
+        num_unlabeled=0, features="rich", shuffle=False,
+    )
+    dm.setup("fit")
+    sets = {"test": dm.collate(dm.splits["test"]), "dev": dm.collate(dm.splits["dev"])}
     best: dict[str, Any] = {}
-    for c in args.crf_c_grid:
+    for c in args.crf_c_grid:  # one read of the data; each C from the same seeded start
         pl.seed_everything(partition, verbose=False)
-        dm = CitationsDataModule(
-            data_dir=args.data_dir, protocol="inductive", num_labeled=n_labeled, subset=partition,
-            num_unlabeled=0, features="rich", shuffle=False,
-        )
-        dm.setup("fit")
-        sets = {"test": dm.collate(dm.splits["test"]), "dev": dm.collate(dm.splits["dev"])}
         module = SupervisedModule(
             LinearChain(dm.num_labels),
             LinearChainScorer(dm.num_labels, num_features=dm.num_features, init_std=args.init_std),
