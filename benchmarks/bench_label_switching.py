@@ -5,6 +5,7 @@
     python benchmarks/bench_label_switching.py --tasks parsing    # one task, merged into results/
     python benchmarks/bench_label_switching.py --full-protocol    # the paper's protocol
     python benchmarks/bench_label_switching.py --tasks crf        # the paper's CRF baseline row (citations)
+    python benchmarks/bench_label_switching.py --tasks codl       # its CODL (I) column (CoDLModule)
 
 Citations (seed 003 section 4.1.2, Table 2), inductive setting: N = 5, 20, 300 labeled
 citations (a seeded sample of citation_train.300 per partition), 1,000 unlabeled citations of
@@ -60,7 +61,7 @@ import pytorch_lightning as pl
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, header, record  # noqa: E402
+from common import RESULTS, config_model_args, header, record  # noqa: E402
 
 from structssl.constraints import (  # noqa: E402
     AtMostOnce,
@@ -262,6 +263,64 @@ def run_citations_crf(n_labeled: int, partition: int, args: argparse.Namespace) 
     return best
 
 
+def run_citations_codl(n_labeled: int, partition: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The paper's CODL (I) column (quoted there from Dhillon et al. 2012) run here: a
+    :class:`~structssl.training.codl.CoDLModule` with the settings and constraints of
+    ``configs/codl_citations.yaml`` (its supervised epoch, then its rounds) on the same labeled
+    and unlabeled citations and features as SSVM-LS, fitted by ``pl.Trainer``; test token
+    accuracy decoded with the constraint-guided search ("I") and with the plain argmax."""
+    import yaml
+
+    from structssl.data import CitationsDataModule
+    from structssl.training.codl import CoDLModule
+
+    pl.seed_everything(partition, verbose=False)
+    dm = CitationsDataModule(
+        data_dir=args.data_dir, protocol="inductive", num_labeled=n_labeled, subset=partition,
+        num_unlabeled=args.num_unlabeled, features="rich", shuffle=False,
+    )
+    dm.setup("fit")
+    sets = {"test": dm.collate(dm.splits["test"]), "dev": dm.collate(dm.splits["dev"])}
+    settings = config_model_args("codl_citations.yaml")
+    epochs = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "codl_citations.yaml")
+                            .read_text())["trainer"]["max_epochs"]
+    module = CoDLModule(
+        LinearChain(dm.num_labels),
+        LinearChainScorer(dm.num_labels, num_features=dm.num_features, init_std=args.init_std),
+        settings["constraints"], C=settings["C"], gamma=settings["gamma"],
+        penalty_scale=settings["penalty_scale"], search_k=settings["search_k"],
+        supervised_epochs=settings["supervised_epochs"], lbfgs_max_iter=settings["lbfgs_max_iter"],
+    )
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _trainer([], epochs).fit(module, datamodule=dm)
+    wall = time.perf_counter() - start
+    out = {"wall_s": wall, "rounds": epochs - settings["supervised_epochs"],
+           "switches": [h["switches"] for h in module.history]}
+    for decoded, name in ((True, "codl"), (False, "codl-no-inference-constraints")):
+        module.constrained_decoding = decoded
+        out[name] = evaluate(module, sets, "sequence")["test_token_accuracy"]  # type: ignore[arg-type]
+    return out
+
+
+def codl_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for method in ("codl", "codl-no-inference-constraints"):
+        vals = [r[method] for r in runs]
+        mean, std = _mean_std(vals)
+        paper = ({"paper_value": PAPER_CITATIONS["codl"][n_labeled],
+                  "paper_source": "seed 003 Table 2 (CODL (I), from Dhillon et al. 2012)"}
+                 if method == "codl" else {})
+        out.append(record(
+            BENCH, f"citations/N={n_labeled}", f"structssl:{method}", "test_token_accuracy", mean, "%",
+            True, len(runs), std=round(std, 4), per_partition=[round(v, 2) for v in vals],
+            fit_wall_s=[round(r["wall_s"], 1) for r in runs], rounds=runs[0]["rounds"],
+            switches_per_round=[r["switches"] for r in runs], **paper, **extra,
+        ))
+    return out
+
+
 def crf_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
     vals = [r["crf"] for r in runs]
     mean, std = _mean_std(vals)
@@ -407,8 +466,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--quick", action="store_true", help="N = 5, 1 partition, 100 unlabeled, 1 permutation")
     parser.add_argument("--full-protocol", action="store_true", help="the paper's sizes (hours on a CPU)")
     parser.add_argument("--tasks", nargs="+", default=["citations", "parsing"],
-                        choices=["citations", "parsing", "crf"],
-                        help="crf: the paper's supervised CRF baseline row on the citations (not run by default)")
+                        choices=["citations", "parsing", "crf", "codl"],
+                        help="crf: the paper's supervised CRF baseline row on the citations; codl: its "
+                             "CODL (I) column, run with configs/codl_citations.yaml (neither by default)")
     parser.add_argument("--crf-c-grid", type=float, nargs="+", default=[0.1, 1.0, 10.0, 100.0, 1000.0],
                         help="C values of the CRF baseline, chosen on dev")
     parser.add_argument("--labeled", type=int, nargs="+", help="N labeled citations (default 5 20 300)")
@@ -495,6 +555,17 @@ def main(argv: Optional[list[str]] = None) -> None:
                 print(f"citations N={n} partition {p}: crf {r['crf']:.2f} (C {r['C']:g}, dev "
                       f"{r['dev']:.2f}, {r['epochs']} epochs) {r['wall_s']:.0f}s", flush=True)
                 merge(out, head, crf_records(n, crf_runs[n], {"mode": mode, "crf_c_grid": args.crf_c_grid}))
+    if "codl" in args.tasks:
+        codl_runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.labeled}
+        for p in range(args.partitions):
+            for n in args.labeled:
+                codl_runs[n].append(run_citations_codl(n, p, args))
+                r = codl_runs[n][-1]
+                print(f"citations N={n} partition {p}: codl {r['codl']:.2f} (no I "
+                      f"{r['codl-no-inference-constraints']:.2f}, switches {r['switches']}) "
+                      f"{r['wall_s']:.0f}s", flush=True)
+                merge(out, head, codl_records(n, codl_runs[n], {"mode": mode,
+                                                                "num_unlabeled": args.num_unlabeled}))
     print(f"results: {out}")
 
 

@@ -102,6 +102,27 @@ def git_commit() -> str:
         return "unknown"
 
 
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def config_model_args(name: str) -> dict[str, Any]:
+    """The model's ``init_args`` of the shipped ``configs/<name>``, its ``constraints`` (if
+    any) instantiated as an unbound :class:`~structssl.constraints.ConstraintSet`: a benchmark
+    reads a procedure's settings from the config a user runs, so the two cannot drift apart."""
+    import yaml
+    from jsonargparse import ArgumentParser
+
+    from structssl.constraints import ConstraintSet
+
+    args = dict(yaml.safe_load((CONFIGS / name).read_text())["model"]["init_args"])
+    if "constraints" in args:
+        parser = ArgumentParser(exit_on_error=False)
+        parser.add_argument("--constraints", type=ConstraintSet)
+        spec = {"constraints": args["constraints"]}
+        args["constraints"] = parser.instantiate(parser.parse_object(spec)).constraints
+    return args
+
+
 def header(device: torch.device, mode: str, **extra: Any) -> dict[str, Any]:
     info: dict[str, Any] = {
         "machine": platform.machine(),

@@ -19,6 +19,7 @@ from structssl.scorers.multilabel import MultiLabelScorer  # noqa: E402
 from structssl.structures import LinearChain, PairwiseMultiLabel  # noqa: E402
 from structssl.training import (  # noqa: E402
     CCCPModule,
+    CoDLModule,
     CoDLPlusModule,
     CompositeLikelihoodModule,
     CoTrainingModule,
@@ -53,6 +54,10 @@ BUILDERS: dict[str, tuple[type, Callable[[], tuple[Any, Any]], dict[str, Any]]] 
         {"constraints": ConstraintSet([AllowedFirst(["a"])], labels=["a", "b", "c"]), "lr": 0.2},
     ),
     "label_switching": (LabelSwitchingModule, _chain, {"max_passes": 2, "optimizer": "sgd"}),
+    "codl": (
+        CoDLModule, _chain,
+        {"constraints": ConstraintSet([AllowedFirst(["a"])], labels=["a", "b", "c"]), "gamma": 0.5},
+    ),
     "composite": (CompositeLikelihoodModule, _multilabel, {"learning": "exact", "lr": 0.3}),
     "tsvm_plus": (TSVMPlusModule, _multilabel, {"constraints": "none"}),
     "codl_plus": (CoDLPlusModule, _multilabel, {"perceptron_epochs": 2, "num_labeled": 4}),
@@ -70,6 +75,10 @@ def test_options_resolve_through_the_base_classes() -> None:
     composite = init_options(CompositeLikelihoodModule)
     assert {"learning", "constraints", "engine", "lbfgs_max_iter"} <= composite
     assert composite & {"task", "tags"} == set()  # fixed to the multi-label task
+    chain_codl = init_options(CoDLModule)
+    assert {"gamma", "penalty_scale", "search_k", "constrained_decoding", "C", "Cu"} <= chain_codl
+    # label switching's own options are fixed by CoDL (it does not switch)
+    assert chain_codl & {"max_switches", "max_passes", "block_size", "num_trials", "bonus", "seed"} == set()
     codl = init_options(CoDLPlusModule)
     assert {"perceptron_epochs", "num_labeled", "constraints", "Cu"} <= codl
     assert codl & {"C", "optimizer", "lr", "lbfgs_max_iter", "momentum", "task"} == set()

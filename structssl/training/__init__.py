@@ -9,6 +9,8 @@
 :class:`LabelSwitchingModule`            SSVM + greedy label switching under constraints,
                                          C_u annealed by :class:`LabelSwitchingAnnealing`
                                          (seed 003)
+:class:`CoDLModule`                      constraint-driven learning (Chang et al. 2007), the
+                                         baseline of seeds 000 and 003
 :class:`CompositeLikelihoodModule`       composite likelihood + corpus-constrained dual
                                          decomposition (seed 004); :class:`TSVMPlusModule`,
                                          :class:`CoDLPlusModule` on the same inference
@@ -30,6 +32,7 @@ from structssl.training.callbacks import (
     RhoContinuation,
 )
 from structssl.training.cccp import CCCPModule
+from structssl.training.codl import CoDLModule
 from structssl.training.composite import (
     CoDLPlusModule,
     CompositeLikelihoodModule,
@@ -50,6 +53,7 @@ __all__ = [
     "CCCPModule",
     "LabelSwitchingModule",
     "LabelSwitchingAnnealing",
+    "CoDLModule",
     "ConstrainedSelfLabelingModule",
     "CompositeLikelihoodModule",
     "TSVMPlusModule",

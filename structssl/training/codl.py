@@ -1,0 +1,250 @@
+"""Constraint-driven learning (CoDL; Chang, Ratinov and Roth 2007) for sequences.
+
+The constraint-guided self-training baseline that seed 000 (Table 1) and seed 003 (Table 2)
+compare with, Algorithm 1 of Chang et al. with the module's loss as the learner::
+
+    w0 = learn(L)                                  # supervised_epochs epochs on the labeled data
+    repeat (one training epoch = one round):
+        Y_j = argmax_y s_j(y; w) - rho P_j(y)      # every unlabeled x_j, the current w
+        w' = learn({(x_j, Y_j)})                   # from w0, the pseudo-labeled set alone
+        w  = gamma w0 + (1 - gamma) w'
+
+``P_j`` is the instance-level penalty of the constraint set (each constraint's ``weight`` per
+violation; hard constraints reject a labeling) and ``rho`` is ``penalty_scale``. The
+constraint-guided argmax is found among the ``search_k`` best labelings of the model
+(:func:`~structssl.constraints.kbest_search`, the k-best list only for the examples whose
+plain argmax violates a constraint; Chang et al. use a beam search). ``learn(T)`` minimises
+``||w||^2 / (2 n) + C_u (m / n) mean_j l(x_j, Y_j; w)`` (times ``n``: ``||w||^2 / 2 + C_u
+sum_j l_j``, the labeled objective's scaling with the pseudo-labeled set in place of the
+labeled one) for ``lbfgs_max_iter`` optimiser iterations, starting from ``w0`` with a fresh
+optimiser state; the labeled set enters through ``w0``. Chang et al. train an HMM by counting
+on top-K lists of pseudo-labelings; here each unlabeled example gets its single best labeling
+(their K = 1) and the learner is any structured loss (hinge, CRF likelihood).
+
+``constrained_decoding=True`` decodes every evaluation (and prediction) batch with the same
+search, the constraints used at inference: Chang et al.'s and seed 000's "CODL (I)"; without
+it, the plain argmax ("no I").
+
+The module reuses :class:`~structssl.training.label_switching.LabelSwitchingModule`'s
+machinery: the unlabeled labels ``Y`` stored per example (``index``), the whole unlabeled set
+in every step (one batch or length chunks), the per-epoch ``history`` and the checks at setup.
+Its state (``Y``, ``w0``) is saved in checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import Tensor, nn
+
+from structssl.constraints import ConstraintSet, kbest_search
+from structssl.structures.base import Structure
+from structssl.structures.linear_chain import LinearChain
+from structssl.training.label_switching import LabelSwitchingModule
+from structssl.training.modules import Batch, ObjectiveTerms, as_chunks
+
+__all__ = ["CoDLModule"]
+
+
+class CoDLModule(LabelSwitchingModule):
+    """Constraint-driven learning (see the module docstring).
+
+    Args:
+        structure: a :class:`~structssl.structures.LinearChain`.
+        scorer: inputs -> potentials.
+        constraints: a :class:`~structssl.constraints.ConstraintSet` of instance-level
+            constraints (bound to the data module's ``label_names`` at setup when unbound).
+        loss: the learner's loss, on the labeled set (``w0``) and on the pseudo-labeled set
+            (default ``StructuredHingeLoss()``).
+        C: labeled loss weight (``learn(L)``).
+        Cu: pseudo-labeled loss weight (``learn(T)``; default ``C``).
+        gamma: weight of ``w0`` in each round's interpolation, in [0, 1] (0.9 in Chang et al.).
+        penalty_scale: ``rho``, the multiplier of the constraint penalties in the label
+            assignment, >= 0 (0: plain self-training).
+        search_k: candidates of the k-best search per example, >= 1.
+        constrained_decoding: decode evaluation batches with the constraint-guided search.
+        supervised_epochs: epochs of ``learn(L)`` before the first round.
+        **kwargs: the options of :class:`~structssl.training.modules.StructuredModule`
+            (``optimizer``, ``lr``, ``lbfgs_max_iter``, ``lbfgs_history``, ``momentum``,
+            ``regularize_bias``, ``num_labeled``, ``num_unlabeled``, ``task``, ``tags``).
+    """
+
+    sharding_refusal = (
+        "its unlabeled labels Y are stored per example of the whole unlabeled set and each "
+        "round's refit starts from w0 with the optimiser state of one process; train it on one "
+        "process (--trainer.devices=1; a GPU runs its dynamic programs)"
+    )
+    convergence_refusal = (
+        "its objective changes with every round's labels and interpolation; set the number of "
+        "rounds with trainer.max_epochs (supervised_epochs + rounds)"
+    )
+
+    def __init__(
+        self,
+        structure: Structure,
+        scorer: nn.Module,
+        constraints: Optional[ConstraintSet] = None,
+        loss: Optional[nn.Module] = None,
+        C: float = 1.0,
+        Cu: Optional[float] = None,
+        gamma: float = 0.9,
+        penalty_scale: float = 1.0,
+        search_k: int = 16,
+        constrained_decoding: bool = False,
+        supervised_epochs: int = 1,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(structure, LinearChain):
+            raise NotImplementedError(
+                f"CoDLModule supports LinearChain structures (its search reranks k-best "
+                f"labelings); got {type(structure).__name__}"
+            )
+        if not isinstance(constraints, ConstraintSet):
+            raise TypeError(
+                f"constraints must be a ConstraintSet (CoDL's label assignment is guided by "
+                f"them); got {type(constraints).__name__}"
+            )
+        corpus = constraints.select(level="corpus").names
+        if corpus:
+            raise ValueError(
+                f"CoDLModule takes instance-level constraints (its search decodes each example "
+                f"alone); got corpus-level {corpus} (use LabelSwitchingModule or CCCPModule)"
+            )
+        for name, value, low, high in (("gamma", gamma, 0.0, 1.0), ("penalty_scale", penalty_scale, 0.0, float("inf"))):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+                raise ValueError(f"{name} must be a number in [{low}, {high}]; got {value!r}")
+        if isinstance(search_k, bool) or not isinstance(search_k, int) or search_k < 1:
+            raise ValueError(f"search_k must be an int >= 1; got {search_k!r}")
+        super().__init__(  # label switching's own options fixed: no switching here
+            structure, scorer, constraints, loss, C=C, Cu=Cu,
+            supervised_epochs=supervised_epochs, max_switches=None, max_passes=1, block_size=None,
+            num_trials=1, bonus=0.0, seed=0, **kwargs,
+        )
+        self.gamma = float(gamma)
+        self.penalty_scale = float(penalty_scale)
+        self.search_k = search_k
+        self.constrained_decoding = bool(constrained_decoding)
+        #: the supervised weights w0 (set at the first round)
+        self._w0: Optional[list[Tensor]] = None
+
+    # ------------------------------------------------------------------ checkpoints
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint["codl_w0"] = None if self._w0 is None else [w.clone() for w in self._w0]
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
+        saved = checkpoint.get("codl_w0")
+        self._w0 = None if saved is None else [w.clone() for w in saved]
+
+    # ------------------------------------------------------------------ the search
+    def _weights(self) -> list[nn.Parameter]:
+        return [p for p in self.scorer.parameters() if p.requires_grad]
+
+    def guided_argmax(self, batch: Batch) -> Tensor:
+        """``argmax_y s(y) - rho P(y)`` per example of a batch among its ``search_k`` best
+        labelings (hard constraints rejected; the plain argmax where no candidate is
+        feasible), (B, N) labels. No autograd."""
+        constraints = self.constraints
+        assert isinstance(constraints, ConstraintSet)
+        lengths = batch["lengths"]
+        tokens = batch.get("tokens")
+        with torch.no_grad():
+            pot = self.structure.edge_potentials(self.potentials(batch), lengths)
+
+            def rows_tokens(rows: Tensor) -> Optional[list[Any]]:
+                return None if tokens is None else [tokens[i] for i in rows.tolist()]
+
+            def bonus(labels: Tensor, lens: Tensor, rows: Tensor) -> Tensor:
+                return -self.penalty_scale * constraints.instance_penalty(labels, lens, rows_tokens(rows))
+
+            def reject(labels: Tensor, lens: Tensor, rows: Tensor) -> Tensor:
+                return constraints.hard_violated(labels, lens, rows_tokens(rows))
+
+            hard = any(c.hard for c in constraints)
+            result = kbest_search(
+                self.structure, pot, lengths, bonus, pot.new_zeros(lengths.shape[0]),
+                k=self.search_k, reject=reject if hard else None, adaptive=True,
+            )
+        return result.labels
+
+    def decode(self, batch: Batch) -> Tensor:
+        """The argmax labels, or with ``constrained_decoding`` the constraint-guided ones."""
+        if self.constrained_decoding:
+            return self.guided_argmax(batch)
+        return super().decode(batch)
+
+    # ------------------------------------------------------------------ a round
+    def switch(self, unlabeled: Any) -> dict[str, Any]:
+        """The round's label assignment (``Y_j`` for the current ``w``), then the learner's
+        start: the scorer back at ``w0`` (taken at the first round) and a fresh optimiser
+        state. Returns the epoch's history entries (``switches``: examples whose labels
+        changed)."""
+        chunks = self._check_unlabeled(unlabeled)
+        params = self._weights()
+        if self._w0 is None:
+            self._w0 = [p.detach().clone() for p in params]
+        with torch.no_grad():
+            new = [self.guided_argmax(chunk) for chunk in chunks]
+            first = self.pseudo_labels.numel() == 0
+            old = None if first else [self._pseudo(chunk) for chunk in chunks]
+            self._store(chunks, new)
+            changed = sum(
+                int(chunk["index"].numel()) if old is None else
+                int((o[:, : y.shape[1]] != y).any(1).sum())
+                for chunk, o, y in zip(chunks, old or [None] * len(chunks), new)
+            )
+            for p, w in zip(params, self._w0):
+                p.copy_(w)
+        for opt in self._optimizers():
+            opt.state.clear()
+        self.last_switches, self.last_budget_exhausted = changed, False
+        return {"switches": changed, "switches_per_pass": []}
+
+    def _optimizers(self) -> list[torch.optim.Optimizer]:
+        if self._trainer is None:
+            return []
+        opts = self.optimizers(use_pl_optimizer=False)
+        return list(opts) if isinstance(opts, list) else [opts]
+
+    def _interpolate(self) -> None:
+        """``w = gamma w0 + (1 - gamma) w'`` (the end of a round)."""
+        assert self._w0 is not None
+        with torch.no_grad():
+            for p, w in zip(self._weights(), self._w0):
+                p.mul_(1 - self.gamma).add_(w, alpha=self.gamma)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        out = super().training_step(batch, batch_idx)
+        if self.switching:
+            self._interpolate()
+        return out
+
+    # ------------------------------------------------------------------ learn(T)
+    def _round_terms(self, unlabeled: Any, backward: bool) -> ObjectiveTerms:
+        """``||w||^2 / (2n) + C_u (m/n) mean_j l(x_j, Y_j)`` (gradient accumulated chunk by
+        chunk when ``backward``)."""
+        n, m = self.dataset_sizes()
+        norm = self.weight_norm_squared()
+        weight = self.current("Cu") * (m / n)
+        if backward:
+            self.manual_backward(norm / (2 * n))
+            u = self._backward_chunks(unlabeled, self.unlabeled_term, weight).to(norm.dtype)
+            norm = norm.detach()
+        else:
+            u = self._mean(unlabeled, self.unlabeled_term).to(norm.dtype)
+        zero = torch.zeros((), dtype=norm.dtype, device=norm.device)
+        return ObjectiveTerms(norm / (2 * n) + weight * u, norm, zero, u)
+
+    def objective_terms(self, batch: Batch) -> ObjectiveTerms:
+        labeled, unlabeled = self._split(batch)
+        if not self._pseudo_term(unlabeled):
+            return super().objective_terms(batch)
+        return self._round_terms(unlabeled, backward=False)
+
+    def backward_objective(self, batch: Batch) -> ObjectiveTerms:
+        labeled, unlabeled = self._split(batch)
+        if not self._pseudo_term(unlabeled):
+            return super().backward_objective(batch)
+        return self._round_terms(as_chunks(unlabeled), backward=True)

@@ -1,0 +1,234 @@
+"""CoDLModule (constraint-driven learning, Chang et al. 2007): the guided search against brute
+force, the round (assignment, learn(T) from w0, interpolation), resume and errors."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from structssl.constraints import (
+    AllowedFirst,
+    AtMostOnce,
+    ConstraintSet,
+    LabelProportion,
+    WordLabels,
+)
+from structssl.data import SemiSupervisedDataModule
+from structssl.scorers.chain import LinearChainScorer
+from structssl.structures import CKY
+from structssl.structures.linear_chain import LinearChain
+from structssl.training.codl import CoDLModule
+
+NAMES = ("a", "b", "c")
+WORDS = ["x", "y", ",", "z"]
+
+
+def _constraints(hard: bool = False) -> ConstraintSet:
+    cons = [AtMostOnce("a", weight=2.0), WordLabels(words=["x"], labels=["b"], weight=1.5)]
+    if hard:
+        cons.append(AllowedFirst(["a", "b"], hard=True))
+    return ConstraintSet(cons, labels=list(NAMES))
+
+
+class _Fixed(torch.nn.Module):
+    """A scorer returning given edge potentials (B, N, C, C), for the search tests."""
+
+    def __init__(self, pot: torch.Tensor) -> None:
+        super().__init__()
+        self.pot = torch.nn.Parameter(pot)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.pot
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("hard", [False, True])
+@pytest.mark.parametrize("scale", [0.0, 1.0, 4.0])
+def test_guided_argmax_matches_brute_force(seed, hard, scale):
+    g = torch.Generator().manual_seed(seed)
+    b, n, c = 4, 4, 3
+    pot = torch.randn(b, n, c, c, generator=g, dtype=torch.float64)
+    lengths = torch.tensor([4, 3, 1, 4])
+    tokens = [[WORDS[int(i)] for i in torch.randint(0, 4, (n,), generator=g)] for _ in range(b)]
+    cons = _constraints(hard)
+    module = CoDLModule(LinearChain(c), _Fixed(pot), cons, penalty_scale=scale, search_k=c**n)
+    module.constraints = cons
+    got = module.guided_argmax({"inputs": torch.zeros(b, n, 1), "lengths": lengths, "tokens": tokens})
+    chain = LinearChain(c)
+    for i in range(b):
+        li = int(lengths[i])
+        best, best_y = -float("inf"), None
+        for ys in itertools.product(range(c), repeat=li):
+            y = torch.tensor([list(ys) + [0] * (n - li)])
+            ln = lengths[i : i + 1]
+            if hard and bool(cons.hard_violated(y, ln, [tokens[i]])[0]):
+                continue
+            value = float(chain.score(pot[i : i + 1], y, ln)) - scale * float(
+                cons.instance_penalty(y, ln, [tokens[i]])[0])
+            if value > best + 1e-12:
+                best, best_y = value, y[0, :li]
+        assert best_y is not None
+        assert torch.equal(got[i, :li], best_y), (i, got[i, :li], best_y)
+
+
+# ---------------------------------------------------------------------------------- module
+class _TinyData(SemiSupervisedDataModule):
+    label_names = NAMES
+    num_labels = 3
+
+    def build(self):
+        g = torch.Generator().manual_seed(0)
+
+        def ex(i: int, labeled: bool, index: int):
+            n = 4 + i % 3
+            y = torch.randint(0, 3, (n,), generator=g)
+            x = torch.nn.functional.one_hot(y, 3).double() * 1.5 + torch.randn(n, 3, generator=g, dtype=torch.float64)
+            words = tuple("x" if int(t) == 1 and k % 2 == 0 else "y" for k, t in enumerate(y))
+            out = {"inputs": x.float(), "index": torch.tensor(index), "tokens": words}
+            if labeled:
+                out["labels"] = y
+            return out
+
+        return {
+            "labeled": [ex(i, True, i) for i in range(3)],
+            "unlabeled": [ex(i, False, i - 3) for i in range(3, 15)],
+            "dev": [ex(i, True, i - 15) for i in range(15, 19)],
+            "test": [ex(i, True, i - 19) for i in range(19, 23)],
+        }
+
+
+def _module(**kwargs) -> CoDLModule:
+    pl.seed_everything(0)
+    options = dict(C=1.0, supervised_epochs=1, lbfgs_max_iter=4, gamma=0.5, penalty_scale=2.0,
+                   search_k=8)
+    options.update(kwargs)
+    return CoDLModule(
+        LinearChain(3), LinearChainScorer(3, input_dim=3, init_std=0.01),
+        ConstraintSet([AtMostOnce("a"), WordLabels(words=["x"], labels=["b"])]), **options,
+    )
+
+
+def _trainer(max_epochs: int, tmp_path=None, save: bool = False) -> pl.Trainer:
+    callbacks = []
+    if save:
+        callbacks.append(pl.callbacks.ModelCheckpoint(dirpath=tmp_path, save_last=True, save_top_k=0))
+    return pl.Trainer(
+        max_epochs=max_epochs, callbacks=callbacks, logger=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, enable_checkpointing=save,
+        accelerator="cpu",
+    )
+
+
+def _weights(module: CoDLModule) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.scorer.parameters()]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_gamma_one_keeps_the_supervised_weights_and_labels_by_the_guided_search():
+    sup = _module()
+    _trainer(1).fit(sup, datamodule=_TinyData())
+    w0 = _weights(sup)
+    module = _module(gamma=1.0, penalty_scale=50.0, search_k=3**6)  # exact search
+    _trainer(3).fit(module, datamodule=_TinyData())
+    # w = 1 * w0 + 0 * learn(T): the supervised epoch's weights after every round
+    for a, b in zip(_weights(module), w0):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert module.history[0]["switches"] == 0 and module.history[1]["switches"] == 12
+    assert module.history[2]["switches"] == 0  # the same w, the same labels
+    assert all(h["labeled_loss"] == 0.0 for h in module.history[1:])  # learn(T) alone
+    dm = _TinyData()
+    dm.setup("fit")
+    unl = dm.collate(dm.splits["unlabeled"])
+    expected = module.guided_argmax(unl)
+    for j, n in enumerate(unl["lengths"].tolist()):
+        assert torch.equal(module.pseudo_labels[j, :n], expected[j, :n])
+        # the word rule holds on every token "x" (rho = 50 outweighs the scores)
+        assert all(int(module.pseudo_labels[j, k]) == 1 for k, w in enumerate(unl["tokens"][j]) if w == "x")
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_round_interpolates_between_w0_and_the_pseudo_labeled_fit():
+    module = _module(gamma=0.25)
+    _trainer(2).fit(module, datamodule=_TinyData())
+    w_end = _weights(module)
+    assert module._w0 is not None
+    # learn(T) from w0 by hand: the same objective, the same optimiser, the same iterations
+    ref = _module(gamma=0.25)
+    ref.scorer.load_state_dict({k: w for k, w in zip(dict(ref.scorer.named_parameters()), module._w0)})
+    dm = _TinyData()
+    dm.setup("fit")
+    unl = dm.collate(dm.splits["unlabeled"])
+    ref.pseudo_labels = module.pseudo_labels.clone()
+    n, m = 3, 12
+    opt = torch.optim.LBFGS(list(ref.scorer.parameters()), lr=1.0, max_iter=4, history_size=10,
+                            line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        norm = sum((p**2).sum() for p in ref.scorer.parameters())
+        value = norm / (2 * n) + 1.0 * (m / n) * ref.loss(
+            ref.structure, ref.potentials(unl), ref.pseudo_labels[:, : unl["inputs"].shape[1]], unl["lengths"])
+        value.backward()
+        return value
+
+    opt.step(closure)
+    for got, w0, w1 in zip(w_end, module._w0, ref.scorer.parameters()):
+        torch.testing.assert_close(got, 0.25 * w0 + 0.75 * w1.detach(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_resume_repeats_an_uninterrupted_run(tmp_path):
+    full = _module()
+    _trainer(4).fit(full, datamodule=_TinyData())
+    part = _module()
+    _trainer(2, tmp_path, save=True).fit(part, datamodule=_TinyData())
+    resumed = _module()
+    _trainer(4).fit(resumed, datamodule=_TinyData(), ckpt_path=str(tmp_path / "last.ckpt"))
+    for a, b in zip(_weights(resumed), _weights(full)):
+        torch.testing.assert_close(a, b)
+    assert torch.equal(resumed.pseudo_labels, full.pseudo_labels)
+    for a, b in zip(resumed._w0, full._w0):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_constrained_decoding_decodes_with_the_search():
+    module = _module(constrained_decoding=True)
+    _trainer(2).fit(module, datamodule=_TinyData())
+    dm = _TinyData()
+    dm.setup("fit")
+    test = dm.collate(dm.splits["test"])
+    assert torch.equal(module.decode(test), module.guided_argmax(test))
+    module.constrained_decoding = False
+    plain, _ = module.structure.argmax(module.potentials(test), test["lengths"])
+    assert torch.equal(module.decode(test), plain)
+
+
+def test_errors():
+    scorer = LinearChainScorer(3, input_dim=3)
+    cons = ConstraintSet([AtMostOnce("a")])
+    with pytest.raises(NotImplementedError, match="supports LinearChain"):
+        CoDLModule(CKY(3), scorer, cons)
+    with pytest.raises(TypeError, match="constraints must be a ConstraintSet"):
+        CoDLModule(LinearChain(3), scorer, None)
+    with pytest.raises(ValueError, match="instance-level constraints.*corpus-level"):
+        CoDLModule(LinearChain(3), scorer, ConstraintSet([LabelProportion("a", 0.3)]))
+    with pytest.raises(ValueError, match=r"gamma must be a number in \[0.0, 1.0\]"):
+        CoDLModule(LinearChain(3), scorer, cons, gamma=1.5)
+    with pytest.raises(ValueError, match="penalty_scale must be a number"):
+        CoDLModule(LinearChain(3), scorer, cons, penalty_scale=-1.0)
+    with pytest.raises(ValueError, match="search_k must be an int >= 1"):
+        CoDLModule(LinearChain(3), scorer, cons, search_k=0)
+
+
+def test_refuses_several_processes(monkeypatch):
+    from structssl.training import distributed
+
+    module = _module()
+    distributed.check_sharding(module)  # one process: fine
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    with pytest.raises(RuntimeError, match=r"CoDLModule cannot train on 2 processes.*per example.*devices=1"):
+        distributed.check_sharding(module)
