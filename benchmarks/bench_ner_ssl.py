@@ -110,26 +110,42 @@ def c_argument(name: str, c: float, args: argparse.Namespace) -> str:
     return f"--model.init_args.C={c}"
 
 
+#: the init argument that weighs a semi-supervised method's unlabeled term (chosen on dev from
+#: ``--cu-grid`` when given, else the config's): C_u, or CCCPModule's C2
+UNLABELED_WEIGHT = {"tsvm+clusters": "Cu", "tsvm": "Cu", "ls+clusters": "Cu",
+                    "cccp+clusters": "C2", "cosvm+clusters": "Cu"}
+
+
 def select_on_dev(name: str, args: argparse.Namespace, seed: int,
                   grid: Optional[list[float]] = None) -> dict[str, float]:
-    """One method on one labeled draw: a run per ``C`` of ``grid`` (default ``args.c_grid``);
-    the metrics of the run with the best dev span F1, with its ``C``."""
+    """One method on one labeled draw: a run per ``C`` of ``grid`` (default ``args.c_grid``)
+    and, for a semi-supervised method with ``args.cu_grid``, per unlabeled weight of that grid;
+    the metrics of the run with the best dev span F1, with its ``C`` (and ``unlabeled_weight``)."""
+    cu_grid: list[Optional[float]] = (
+        list(args.cu_grid) if args.cu_grid and name in UNLABELED_WEIGHT else [None])
     best: dict[str, float] = {}
     for c in grid or args.c_grid:
-        res = {**fit_and_test(name, args, seed, c), "C": c}
-        if not best or res["dev_f1"] > best["dev_f1"]:
-            best = res
+        for cu in cu_grid:
+            res = {**fit_and_test(name, args, seed, c, cu), "C": c}
+            if cu is not None:
+                res["unlabeled_weight"] = cu
+            if not best or res["dev_f1"] > best["dev_f1"]:
+                best = res
     return best
 
 
-def fit_and_test(name: str, args: argparse.Namespace, seed: int, c: float) -> dict[str, float]:
-    """Run one method's config with labeled weight ``c`` on one labeled draw through
-    ``structssl fit``; dev and test metrics of its best dev checkpoint."""
+def fit_and_test(name: str, args: argparse.Namespace, seed: int, c: float,
+                 cu: Optional[float] = None) -> dict[str, float]:
+    """Run one method's config with labeled weight ``c`` (and unlabeled weight ``cu``, the
+    config's when None) on one labeled draw through ``structssl fit``; dev and test metrics of
+    its best dev checkpoint."""
     from structssl.cli import cli_main
     from structssl.training.checkpointing import BestCheckpoint
 
     config, extra = METHODS[name]
     extra = [*extra, c_argument(name, c, args)]
+    if cu is not None:
+        extra.append(f"--model.init_args.{UNLABELED_WEIGHT[name]}={cu}")
     data = args.data / "conll2002"
     with tempfile.TemporaryDirectory() as run_dir:
         argv = [
@@ -208,6 +224,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--c-grid", type=float, nargs="+", default=list(C_GRID),
                    help="labeled weights C chosen from on dev, per method and draw")
+    p.add_argument("--cu-grid", type=float, nargs="+", default=None,
+                   help="unlabeled weights (C_u; CCCP's C2) of the semi-supervised methods chosen "
+                        "on dev per draw, their C fixed to their base CRF's (default: the config's)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads of every structssl fit (default: the config's)")
     p.add_argument("--max-dev", type=int, default=None)
@@ -248,7 +267,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 #: the per-draw keys of a method's results, as named in the JSON records by :func:`collect`
-_KEYS = ("dev_f1", "test_f1", "test_precision", "test_recall", "test_entity_fraction", "wall_s", "C")
+_KEYS = ("dev_f1", "test_f1", "test_precision", "test_recall", "test_entity_fraction", "wall_s", "C",
+         "unlabeled_weight")
 
 
 def _metric(key: str) -> str:
@@ -287,10 +307,11 @@ def collect(rows: dict[str, list[dict[str, float]]],
         how = (f"configs/{config} {' '.join(extra_args)}".strip() if config else
                "sklearn-crfsuite, tagger.yaml's features, c2 = 1 / (2 C) with C on dev from "
                f"{args.c_grid}")
-        for key, unit, better in zip(_KEYS, ("%", "%", "%", "%", "%", "s", ""),
-                                     (True, True, True, True, None, False, None)):
-            vals = [r[key] for r in runs]
-            if any(v != v for v in vals):  # not measured (the peer's entity fraction)
+        for key, unit, better in zip(_KEYS, ("%", "%", "%", "%", "%", "s", "", ""),
+                                     (True, True, True, True, None, False, None, None)):
+            vals = [r.get(key, float("nan")) for r in runs]
+            if any(v != v for v in vals):  # not measured (the peer's entity fraction, a
+                # config's own unlabeled weight)
                 continue
             extra = {"std": round(statistics.stdev(vals), 4)} if len(vals) > 1 else {}
             records.append(record(
@@ -313,7 +334,10 @@ def collect(rows: dict[str, list[dict[str, float]]],
         f"esp.train (seeded draws {args.seeds}), dev esp.testa (max {args.max_dev}), test "
         f"esp.testb (max {args.max_test}); each method's config run through structssl fit, "
         f"best dev checkpoint; the labeled weight C of every method chosen on dev from {args.c_grid} "
-        "per draw (nabla-TSVM: its base CRF's C of the same draw)" + (
+        "per draw (the semi-supervised procedures: their base CRF's C of the same draw"
+        + (f"; the unlabeled weight C_u / C2 on dev from {args.cu_grid} for the methods run with "
+           "--cu-grid (their unlabeled_weight records)" if args.cu_grid else "")
+        + ")" + (
             "; scaled run" if args.quick or args.max_test or args.max_dev else "")
     ))
     return head, records
