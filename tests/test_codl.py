@@ -232,3 +232,19 @@ def test_refuses_several_processes(monkeypatch):
     monkeypatch.setattr(distributed, "world_size", lambda: 2)
     with pytest.raises(RuntimeError, match=r"CoDLModule cannot train on 2 processes.*per example.*devices=1"):
         distributed.check_sharding(module)
+
+
+class _NoDevTokens(_TinyData):
+    def build(self):
+        splits = super().build()
+        splits["dev"] = [{k: v for k, v in ex.items() if k != "tokens"} for ex in splits["dev"]]
+        return splits
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_constrained_decoding_without_evaluation_tokens_fails_at_setup():
+    module = _module(constrained_decoding=True)
+    with pytest.raises(ValueError, match=r"needs dev examples that carry 'tokens'.*carry \['index', 'inputs', 'labels'\]"):
+        _trainer(2).fit(module, datamodule=_NoDevTokens())
+    assert module.history == []  # nothing trained
+    _trainer(1).fit(_module(constrained_decoding=False), datamodule=_NoDevTokens())  # plain decoding: fine

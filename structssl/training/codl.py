@@ -21,9 +21,11 @@ optimiser state; the labeled set enters through ``w0``. Chang et al. train an HM
 on top-K lists of pseudo-labelings; here each unlabeled example gets its single best labeling
 (their K = 1) and the learner is any structured loss (hinge, CRF likelihood).
 
-``constrained_decoding=True`` decodes every evaluation (and prediction) batch with the same
-search, the constraints used at inference: Chang et al.'s and seed 000's "CODL (I)"; without
-it, the plain argmax ("no I").
+``constrained_decoding=True`` decodes every batch of :meth:`decode` (validation and test in
+``fit`` / ``test``) with the same search, the constraints used at inference: Chang et al.'s and
+seed 000's "CODL (I)"; without it, the plain argmax ("no I"). Token constraints need evaluation
+examples that carry ``tokens`` (checked at setup). ``structssl predict`` decodes the scorer's
+potentials without the constraints.
 
 The module reuses :class:`~structssl.training.label_switching.LabelSwitchingModule`'s
 machinery: the unlabeled labels ``Y`` stored per example (``index``), the whole unlabeled set
@@ -127,6 +129,27 @@ class CoDLModule(LabelSwitchingModule):
         self.constrained_decoding = bool(constrained_decoding)
         #: the supervised weights w0 (set at the first round)
         self._w0: Optional[list[Tensor]] = None
+
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        self._check_evaluation_tokens()
+
+    def _check_evaluation_tokens(self) -> None:
+        """Fail at setup, not at the first validation, when the constraint-guided decoding needs
+        the tokens of examples that do not carry them."""
+        needing = [c.name for c in self.constraints or [] if getattr(c, "needs_tokens", False)]
+        dm = self._datamodule()
+        splits = getattr(dm, "splits", None)
+        if not (self.constrained_decoding and needing and isinstance(splits, dict)):
+            return
+        for name in ("dev", "test"):
+            examples = splits.get(name) or []
+            if examples and "tokens" not in examples[0]:
+                raise ValueError(
+                    f"constrained_decoding with the token constraints {needing} needs {name} "
+                    f"examples that carry 'tokens'; {type(dm).__name__}'s carry "
+                    f"{sorted(examples[0])} (set constrained_decoding=False)"
+                )
 
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
