@@ -14,8 +14,9 @@ semi-supervised procedures', which keep the ``C`` their base CRF chose in the sa
   clusters and case profiles, ``--data.word_clusters``), no unlabeled term;
 - ``tsvm+clusters``: ``configs/tagger_ssl.yaml`` as shipped: nabla-TSVM on top of those;
 - ``tsvm``: the same without the learned features;
-- ``ls+clusters`` / ``cccp+clusters`` / ``cosvm+clusters``: label switching, Gamma-SSVM (CCCP)
-  and nabla-coSVM on those features (``configs/tagger_ssl_{label_switching,cccp,cosvm}.yaml``),
+- ``ls+clusters`` / ``cccp+clusters`` / ``cosvm+clusters`` / ``codl+clusters``: label switching,
+  Gamma-SSVM (CCCP), nabla-coSVM and CoDL on those features
+  (``configs/tagger_ssl_{label_switching,cccp,cosvm,codl}.yaml``),
   keeping the C of ``clusters`` (``--merge`` adds them to an existing JSON);
 - ``supervised-converged`` / ``clusters-converged``: those two to convergence (:data:`CONVERGED`)
   instead of the configs' 5 epochs of 20 L-BFGS iterations;
@@ -82,6 +83,8 @@ METHODS: dict[str, tuple[str, list[str]]] = {
     "ls+clusters": ("tagger_ssl_label_switching.yaml", ["--data.unlabeled_file=null"]),
     "cccp+clusters": ("tagger_ssl_cccp.yaml", ["--data.unlabeled_file=null"]),
     "cosvm+clusters": ("tagger_ssl_cosvm.yaml", ["--data.unlabeled_file=null"]),
+    # constraint-driven learning (Chang et al. 2007) with the same NER constraints
+    "codl+clusters": ("tagger_ssl_codl.yaml", ["--data.unlabeled_file=null"]),
 }
 
 
@@ -98,7 +101,7 @@ C_GRID = (1.0, 10.0, 100.0)
 #: a semi-supervised method keeps the C its base CRF chose on dev in the same draw (C_u is the
 #: config's)
 BASE_OF = {"tsvm+clusters": "clusters", "tsvm": "supervised", "ls+clusters": "clusters",
-           "cccp+clusters": "clusters", "cosvm+clusters": "clusters"}
+           "cccp+clusters": "clusters", "cosvm+clusters": "clusters", "codl+clusters": "clusters"}
 
 
 def c_argument(name: str, c: float, args: argparse.Namespace) -> str:
@@ -113,7 +116,7 @@ def c_argument(name: str, c: float, args: argparse.Namespace) -> str:
 #: the init argument that weighs a semi-supervised method's unlabeled term (chosen on dev from
 #: ``--cu-grid`` when given, else the config's): C_u, or CCCPModule's C2
 UNLABELED_WEIGHT = {"tsvm+clusters": "Cu", "tsvm": "Cu", "ls+clusters": "Cu",
-                    "cccp+clusters": "C2", "cosvm+clusters": "Cu"}
+                    "cccp+clusters": "C2", "cosvm+clusters": "Cu", "codl+clusters": "Cu"}
 
 
 def select_on_dev(name: str, args: argparse.Namespace, seed: int,

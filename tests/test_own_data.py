@@ -538,6 +538,7 @@ _SSL_CONFIGS = {
     "tagger_ssl_label_switching.yaml": ("supervised_epochs", "LabelSwitchingModule"),
     "tagger_ssl_cccp.yaml": ("supervised_epochs", "CCCPModule"),
     "tagger_ssl_cosvm.yaml": ("warm_start_epochs", "CoTrainingModule"),
+    "tagger_ssl_codl.yaml": ("supervised_epochs", "CoDLModule"),
 }
 
 
