@@ -123,6 +123,33 @@ def stack_collate(examples: list[Example]) -> dict[str, Any]:
     return {key: torch.stack([ex[key] for ex in examples]) for key in examples[0]}
 
 
+def _random_fourier_features(inputs: Tensor, num: int, sigma: float, seed: int) -> Tensor:
+    """Random Fourier features of the RBF kernel ``exp(-||x - x'||^2 / (2 sigma^2))``
+    (Rahimi and Recht): ``sqrt(2 / num) cos(x W + b)`` with ``W`` (D, num) ~ N(0, 1 / sigma^2)
+    and ``b`` ~ U[0, 2 pi), both drawn from a generator seeded with ``seed``, so that
+    ``phi(x) . phi(x')`` approximates the kernel. The data modules' ``random_features``
+    option: a kernel machine's features for the linear scorers.
+
+    Args:
+        inputs: (..., D) float points.
+        num: the number of features, >= 1.
+        sigma: the kernel's bandwidth, > 0.
+        seed: the seed of ``W`` and ``b`` (the same seed, the same map).
+
+    Returns:
+        (..., num) float32 (computed in float64).
+    """
+    _count(num, "random_features", 1)
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0:
+        raise ValueError(f"kernel_sigma must be a float > 0; got {sigma!r}")
+    g = torch.Generator().manual_seed(seed)
+    dim = int(inputs.shape[-1])
+    w = torch.randn(dim, num, generator=g, dtype=torch.float64) / float(sigma)
+    b = 2 * torch.pi * torch.rand(num, generator=g, dtype=torch.float64)
+    features = (2.0 / num) ** 0.5 * torch.cos(inputs.to(torch.float64) @ w + b)
+    return features.to(torch.float32)
+
+
 def split_pool(
     pool_size: int,
     num_labeled: Optional[int] = None,

@@ -9,7 +9,10 @@ unlabeled points). The validation and test splits are therefore the same points,
 
 Batches (:meth:`CoilDataModule.collate`): ``inputs`` (B, 241) float, ``labels`` (B,) long
 (labeled / evaluation batches only), for ``MultiClass(6)`` with
-``MultiClassScorer(6, input_dim=241)`` and ``task="multiclass"``.
+``MultiClassScorer(6, input_dim=241)`` and ``task="multiclass"``. With ``random_features=R``
+the inputs are R random Fourier features of an RBF kernel instead (``input_dim = R``): a
+kernel machine's features for the linear scorer (the thesis's COIL numbers are of kernel
+machines).
 """
 
 from __future__ import annotations
@@ -20,7 +23,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from structssl.data.modules.base import SemiSupervisedDataModule, _check_count, stack_collate
+from structssl.data.modules.base import (
+    SemiSupervisedDataModule,
+    _check_count,
+    _random_fourier_features,
+    stack_collate,
+)
 
 __all__ = ["CoilDataModule", "COIL_NUM_CLASSES"]
 
@@ -40,6 +48,13 @@ class CoilDataModule(SemiSupervisedDataModule):
             training (default: all ``1500 - num_labeled``); evaluation always uses all of them.
         standardize: z-score every feature with the mean and standard deviation over all 1500
             points (no labels are used).
+        random_features: replace the (standardized) pixels by this many random Fourier
+            features of the RBF kernel ``exp(-||x - x'||^2 / (2 sigma^2))``, centred by their
+            mean over all 1500 points (the raw features share a large common component; no
+            labels are used); ``None``: the pixels.
+        kernel_sigma: the kernel's bandwidth sigma; ``None``: the median distance between
+            the split's first 300 unlabeled points (distinct pairs).
+        feature_seed: the seed of the random features.
         data_dir: the data directory (default: ``$STRUCTSSL_DATA``, else ``../shared/data``).
         **kwargs: the loader options of :class:`~structssl.data.SemiSupervisedDataModule`
             (``batch_size``, ``unlabeled_batch_size``, ``eval_batch_size``, ``shuffle``,
@@ -56,6 +71,9 @@ class CoilDataModule(SemiSupervisedDataModule):
         split: int = 0,
         num_unlabeled: Optional[int] = None,
         standardize: bool = True,
+        random_features: Optional[int] = None,
+        kernel_sigma: Optional[float] = None,
+        feature_seed: int = 0,
         data_dir: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
@@ -68,9 +86,19 @@ class CoilDataModule(SemiSupervisedDataModule):
         self.split = split
         self.num_unlabeled = _check_count(num_unlabeled, "num_unlabeled", 0)
         self.standardize = bool(standardize)
+        self.random_features = _check_count(random_features, "random_features", 1)
+        if kernel_sigma is not None and (
+            isinstance(kernel_sigma, bool) or not isinstance(kernel_sigma, (int, float))
+            or not kernel_sigma > 0
+        ):
+            raise ValueError(f"kernel_sigma must be a float > 0 or None; got {kernel_sigma!r}")
+        self.kernel_sigma = None if kernel_sigma is None else float(kernel_sigma)
+        self.feature_seed = int(feature_seed)
         self.data_dir = data_dir
         self.num_labels = COIL_NUM_CLASSES
-        self.input_dim = 241
+        self.input_dim = 241 if self.random_features is None else self.random_features
+        #: the bandwidth used for ``random_features`` (known after setup)
+        self.sigma: Optional[float] = self.kernel_sigma
 
     #: fixed-size points: ``inputs`` (B, D) and, when present, ``labels`` (B,)
     collate = staticmethod(stack_collate)
@@ -96,6 +124,16 @@ class CoilDataModule(SemiSupervisedDataModule):
                 f"got {self.num_unlabeled}"
             )
         train_unl = unl if self.num_unlabeled is None else unl[: self.num_unlabeled]
+        if self.random_features is not None:
+            if self.sigma is None:
+                first = inputs[unl[:300]].to(torch.float64)
+                dist = torch.cdist(first, first)
+                upper = torch.triu_indices(len(first), len(first), offset=1)
+                self.sigma = float(dist[upper[0], upper[1]].median())
+            inputs = _random_fourier_features(
+                inputs, self.random_features, self.sigma, self.feature_seed
+            )
+            inputs = inputs - inputs.mean(0)
         evaluation = [{"inputs": inputs[i], "labels": labels[i]} for i in unl]
         return {
             "labeled": [{"inputs": inputs[i], "labels": labels[i]} for i in lab],

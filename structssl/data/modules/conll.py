@@ -73,6 +73,11 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         num_unlabeled: at most this many unlabeled sentences (default: all there are).
         max_dev: keep only the first ``max_dev`` dev sentences (default: all).
         max_test: keep only the first ``max_test`` test sentences (default: all).
+        min_length: keep only the training-file sentences of at least this many tokens in
+            the pool that is split into labeled and unlabeled (default: no bound; the tag set
+            still comes from the whole file).
+        max_length: the same, at most this many tokens (e.g. the thesis's pool of CoNLL-2002
+            sentences of 10 to 40 tokens: ``min_length=10, max_length=40``).
         min_count: feature count threshold.
         window: context window of the features.
         word_clusters: numbers of word clusters learned from the labeled and unlabeled
@@ -113,6 +118,8 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         num_unlabeled: Optional[int] = None,
         max_dev: Optional[int] = None,
         max_test: Optional[int] = None,
+        min_length: Optional[int] = None,
+        max_length: Optional[int] = None,
         min_count: int = 1,
         window: int = 1,
         word_clusters: Optional[list[int]] = None,
@@ -147,6 +154,14 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         self.num_unlabeled = _check_count(num_unlabeled, "num_unlabeled", 0)
         self.max_dev = _check_count(max_dev, "max_dev", 1)
         self.max_test = _check_count(max_test, "max_test", 1)
+        self.min_length = _check_count(min_length, "min_length", 1)
+        self.max_length = _check_count(max_length, "max_length", 1)
+        if self.min_length is not None and self.max_length is not None and (
+            self.max_length < self.min_length
+        ):
+            raise ValueError(
+                f"max_length must be >= min_length = {self.min_length}; got {self.max_length}"
+            )
         self.seed = seed
         self.bucket_by_length = bool(bucket_by_length)
         self.max_full_batch_positions = _count(
@@ -208,15 +223,24 @@ class CoNLLDataModule(SemiSupervisedDataModule):
     def build(self) -> dict[str, list[Example]]:
         fmt = self.format
         train = fmt.read_labeled(self._path("train"))
+        low, high = self.min_length or 0, self.max_length
+        pool = [
+            s for s in train if len(s.tokens) >= low and (high is None or len(s.tokens) <= high)
+        ]
+        if not pool:
+            raise ValueError(
+                f"{self.files['train']}: no training sentence within the length bounds "
+                f"(min_length={self.min_length}, max_length={self.max_length})"
+            )
         extra = fmt.read_tokens(self._path("unlabeled")) if self.files["unlabeled"] else []
         split_args: dict[str, Any] = dict(
             num_labeled=self.num_labeled, labeled_fraction=self.labeled_fraction
         )
         if self.num_labeled is None and self.labeled_fraction is None:
             split_args["labeled_fraction"] = 1.0
-        labeled_ids, rest_ids = split_pool(len(train), seed=self.seed, **split_args)
-        labeled = [train[i] for i in labeled_ids.tolist()]
-        unlabeled = [train[i] for i in rest_ids.tolist()] + extra
+        labeled_ids, rest_ids = split_pool(len(pool), seed=self.seed, **split_args)
+        labeled = [pool[i] for i in labeled_ids.tolist()]
+        unlabeled = [pool[i] for i in rest_ids.tolist()] + extra
         if self.num_unlabeled is not None:
             if self.num_unlabeled > len(unlabeled):
                 raise ValueError(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import dataclasses
+from typing import Any, Literal, Optional
 
 import torch
 
@@ -10,6 +11,7 @@ from structssl.data.modules.base import (
     Example,
     SemiSupervisedDataModule,
     _count,
+    _random_fourier_features,
     split_pool,
     without_labels,
 )
@@ -28,6 +30,14 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
     ``two_view=True`` the first ``dim // 2`` coordinates are ``inputs`` and the rest
     ``inputs_b`` (for ``TwoViewScorer`` and the co-training procedure).
 
+    ``emission="galaxy"`` (with ``dim=2``) gives the thesis's galaxy task instead (ch. 7.4.3:
+    each state emits 2-D points of one arm of a spiral). ``random_features=R`` replaces the
+    emissions by R random Fourier features of the RBF kernel of bandwidth ``kernel_sigma``
+    (drawn from ``seed``; a kernel machine's features for the linear scorer, e.g. the thesis's
+    RBF kernel of sigma 0.35 on galaxy). ``transductive=True`` evaluates on the unlabeled pool:
+    no dev or test sequences are drawn, and the dev and test splits are the unlabeled
+    sequences with their labels (hidden from training), the thesis's protocol on galaxy.
+
     Args:
         num_train: size of the training pool.
         num_labeled: labeled examples taken from the pool (exclusive with ``labeled_fraction``).
@@ -41,9 +51,17 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
         min_length: lengths uniform in ``min_length .. length`` (default: all ``length``).
         dim: emission dimension.
         switch_prob: probability of changing state at each step.
-        separation: distance of the emission means from the origin.
-        noise: emission standard deviation.
-        two_view: split the emission coordinates into two views.
+        separation: distance of the emission means from the origin (``"gaussian"``).
+        noise: emission standard deviation (default: 1 for ``"gaussian"``, 0.05 for
+            ``"galaxy"``).
+        emission: ``"gaussian"`` (means at ``separation`` from the origin) or ``"galaxy"``
+            (spiral arms; needs ``dim=2``).
+        random_features: replace the emissions by this many random Fourier features of the
+            RBF kernel (``inputs`` (B, N, random_features)); ``None``: the emissions.
+        kernel_sigma: the RBF kernel's bandwidth for ``random_features``.
+        transductive: dev and test are the unlabeled sequences with their labels (``num_dev``
+            and ``num_test`` unused).
+        two_view: split the input coordinates into two views.
         seed: the HMM and sampling seed.
         split_seed: the labeled / unlabeled split seed.
         data_dir: unused (synthetic data); accepted so every data module has the argument.
@@ -66,7 +84,11 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
         dim: int = 10,
         switch_prob: float = 0.2,
         separation: float = 2.0,
-        noise: float = 1.0,
+        noise: Optional[float] = None,
+        emission: Literal["gaussian", "galaxy"] = "gaussian",
+        random_features: Optional[int] = None,
+        kernel_sigma: float = 1.0,
+        transductive: bool = False,
         two_view: bool = False,
         seed: int = 0,
         split_seed: int = 0,
@@ -84,8 +106,24 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
         self.min_length = min_length
         self.switch_prob = float(switch_prob)
         self.separation = float(separation)
-        self.noise = float(noise)
+        self.noise = None if noise is None else float(noise)
+        if emission not in ("gaussian", "galaxy"):
+            raise ValueError(f"emission must be 'gaussian' or 'galaxy'; got {emission!r}")
+        if emission == "galaxy" and self.dim != 2:
+            raise ValueError(f"dim must be 2 with emission='galaxy'; got {dim!r}")
+        self.emission = emission
+        self.random_features = (
+            None if random_features is None else _count(random_features, "random_features", 1)
+        )
+        if isinstance(kernel_sigma, bool) or not isinstance(kernel_sigma, (int, float)) or not (
+            kernel_sigma > 0
+        ):
+            raise ValueError(f"kernel_sigma must be a float > 0; got {kernel_sigma!r}")
+        self.kernel_sigma = float(kernel_sigma)
+        self.transductive = bool(transductive)
         self.two_view = bool(two_view)
+        if self.two_view and self.random_features == 1:
+            raise ValueError("random_features must be >= 2 with two_view=True; got 1")
         self.seed = seed
         self.split_seed = split_seed
         self.data_dir = data_dir
@@ -96,18 +134,26 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
         split_pool(self.num_train, seed=split_seed, **self._split_args)  # type: ignore[arg-type]
 
     @property
+    def input_dim(self) -> int:
+        """D of ``inputs`` (both views together): ``random_features`` or ``dim``."""
+        return self.dim if self.random_features is None else self.random_features
+
+    @property
     def view_dims(self) -> tuple[int, int]:
         """Input dims of the two views (``two_view=True``)."""
-        return self.dim // 2, self.dim - self.dim // 2
+        d = self.input_dim
+        return d // 2, d - d // 2
 
     def build(self) -> dict[str, list[Example]]:
-        total = self.num_train + self.num_dev + self.num_test
+        total = self.num_train
+        if not self.transductive:
+            total += self.num_dev + self.num_test
         data = hmm_sequences(
             total,
             length=self.length,
             num_states=self.num_states,
             switch_prob=self.switch_prob,
-            emission="gaussian",
+            emission=self.emission,
             dim=self.dim,
             separation=self.separation,
             noise=self.noise,
@@ -115,8 +161,13 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
             seed=self.seed,
             dtype=torch.float32,
         )
+        if self.random_features is not None:
+            features = _random_fourier_features(
+                data.inputs, self.random_features, self.kernel_sigma, self.seed
+            )
+            data = dataclasses.replace(data, inputs=features)
         examples: list[Example] = []
-        half = self.dim // 2
+        half = self.input_dim // 2
         for example in data.examples():
             if self.two_view:
                 x = example.pop("inputs")
@@ -126,6 +177,14 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
         labeled, unlabeled = split_pool(
             self.num_train, seed=self.split_seed, **self._split_args  # type: ignore[arg-type]
         )
+        if self.transductive:
+            evaluation = [pool[i] for i in unlabeled.tolist()]
+            return {
+                "labeled": [pool[i] for i in labeled.tolist()],
+                "unlabeled": without_labels(evaluation),
+                "dev": evaluation,
+                "test": evaluation,
+            }
         return {
             "labeled": [pool[i] for i in labeled.tolist()],
             "unlabeled": without_labels([pool[i] for i in unlabeled.tolist()]),
