@@ -578,6 +578,29 @@ def test_semi_supervised_configs_on_a_tag_set_never_seen(
     assert len(tagged[0]) == 3
 
 
+def test_codl_decodes_dev_with_its_constraints(corpus: dict[str, Any], tmp_path: Path) -> None:
+    """CoNLL dev / test sentences carry their tokens, so CoDL's constraint-guided decoding
+    ("CODL (I)") runs on own files: validation decodes with the search."""
+    root = corpus["root"]
+    with mock.patch("sys.argv", ["structssl"]):
+        cli = cli_main([
+            "fit", f"--config={CONFIG.parent / 'tagger_ssl_codl.yaml'}",
+            f"--data.train_file={root / 'TRAIN.conll'}", f"--data.dev_file={root / 'DEV.conll'}",
+            f"--data.unlabeled_file={root / 'UNLABELED.txt'}", f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.max_epochs=2", "--model.init_args.supervised_epochs=1",
+            "--model.init_args.lbfgs_max_iter=5", "--model.init_args.constrained_decoding=true",
+            "--data.word_clusters=[2, 4]", "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false", "--num_threads=1",
+        ])
+    dm, model = cli.datamodule, cli.model
+    dev = dm.splits["dev"]
+    assert all(len(ex["tokens"]) == ex["inputs"].shape[0] for ex in dev)
+    batch = dm.collate(dev)
+    with torch.no_grad():
+        assert torch.equal(model.decode(batch), model.guided_argmax(batch))
+    assert "val/span_f1" in cli.trainer.callback_metrics
+
+
 @pytest.mark.parametrize("which", ["train", "dev", "missing"])
 def test_fit_reports_a_bad_data_file_without_traceback(
     tmp_path: Path, which: str, capsys: pytest.CaptureFixture[str]

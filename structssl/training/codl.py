@@ -135,14 +135,14 @@ class CoDLModule(LabelSwitchingModule):
         self._check_evaluation_tokens()
 
     def _check_evaluation_tokens(self) -> None:
-        """Fail at setup, not at the first validation, when the constraint-guided decoding needs
-        the tokens of examples that do not carry them."""
+        """Fail at setup, not at the first step, when the constraint-guided decoding needs the
+        tokens of examples that do not carry them (labeled: the training metrics; dev, test)."""
         needing = [c.name for c in self.constraints or [] if getattr(c, "needs_tokens", False)]
         dm = self._datamodule()
         splits = getattr(dm, "splits", None)
         if not (self.constrained_decoding and needing and isinstance(splits, dict)):
             return
-        for name in ("dev", "test"):
+        for name in ("labeled", "dev", "test"):  # the training metrics decode labeled batches
             examples = splits.get(name) or []
             if examples and "tokens" not in examples[0]:
                 raise ValueError(

@@ -245,7 +245,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
             if self.num_unlabeled > len(unlabeled):
                 raise ValueError(
                     f"num_unlabeled must be <= the {len(unlabeled)} unlabeled sentences there "
-                    f"are (the rest of the training file plus unlabeled_file); got "
+                    f"are (the rest of the training pool plus unlabeled_file); got "
                     f"{self.num_unlabeled}"
                 )
             unlabeled = unlabeled[: self.num_unlabeled]
@@ -256,14 +256,15 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         dev = fmt.read_labeled(self._path("dev"))[: self.max_dev] if self.files["dev"] else []
         test = fmt.read_labeled(self._path("test"))[: self.max_test] if self.files["test"] else []
         return {
-            "labeled": [fmt.encode(s, True) for s in labeled],
-            # index and tokens: what label switching and token constraints read
+            # tokens: what token constraints read (label switching, constraint-guided
+            # decoding); index: each unlabeled sentence's place in its split
+            "labeled": [{**fmt.encode(s, True), "tokens": s.tokens} for s in labeled],
             "unlabeled": [
                 {**fmt.encode(s, False), "index": torch.tensor(i), "tokens": s.tokens}
                 for i, s in enumerate(unlabeled)
             ],
-            "dev": [fmt.encode(s, True) for s in dev],
-            "test": [fmt.encode(s, True) for s in test],
+            "dev": [{**fmt.encode(s, True), "tokens": s.tokens} for s in dev],
+            "test": [{**fmt.encode(s, True), "tokens": s.tokens} for s in test],
         }
 
     # ------------------------------------------------------------------ loaders
