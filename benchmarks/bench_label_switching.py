@@ -186,16 +186,23 @@ def citations_constraints(args: argparse.Namespace) -> ConstraintSet:
     ])
 
 
-def run_citations(n_labeled: int, partition: int, args: argparse.Namespace) -> dict[str, Any]:
+def citations_data(n_labeled: int, partition: int, num_unlabeled: int,
+                   args: argparse.Namespace) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """The seeded inductive citations of one partition (rich features) and their test / dev
+    batches."""
     from structssl.data import CitationsDataModule
 
     pl.seed_everything(partition, verbose=False)
     dm = CitationsDataModule(
         data_dir=args.data_dir, protocol="inductive", num_labeled=n_labeled, subset=partition,
-        num_unlabeled=args.num_unlabeled, features="rich", shuffle=False,
+        num_unlabeled=num_unlabeled, features="rich", shuffle=False,
     )
     dm.setup("fit")
-    sets = {"test": dm.collate(dm.splits["test"]), "dev": dm.collate(dm.splits["dev"])}
+    return dm, {"test": dm.collate(dm.splits["test"]), "dev": dm.collate(dm.splits["dev"])}
+
+
+def run_citations(n_labeled: int, partition: int, args: argparse.Namespace) -> dict[str, Any]:
+    dm, sets = citations_data(n_labeled, partition, args.num_unlabeled, args)
     module = LabelSwitchingModule(
         LinearChain(dm.num_labels),
         LinearChainScorer(dm.num_labels, num_features=dm.num_features, init_std=args.init_std),
@@ -232,17 +239,10 @@ def run_citations_crf(n_labeled: int, partition: int, args: argparse.Namespace) 
     ``SupervisedModule`` with ``CRFNLLLoss`` fitted by ``pl.Trainer`` to convergence
     (``tolerance`` 1e-4, at most 50 epochs of 20 L-BFGS iterations) for each C of
     ``--crf-c-grid``; the C with the best dev token accuracy is kept."""
-    from structssl.data import CitationsDataModule
     from structssl.losses import CRFNLLLoss
     from structssl.training import SupervisedModule
 
-    pl.seed_everything(partition, verbose=False)
-    dm = CitationsDataModule(
-        data_dir=args.data_dir, protocol="inductive", num_labeled=n_labeled, subset=partition,
-        num_unlabeled=0, features="rich", shuffle=False,
-    )
-    dm.setup("fit")
-    sets = {"test": dm.collate(dm.splits["test"]), "dev": dm.collate(dm.splits["dev"])}
+    dm, sets = citations_data(n_labeled, partition, 0, args)
     best: dict[str, Any] = {}
     for c in args.crf_c_grid:  # one read of the data; each C from the same seeded start
         pl.seed_everything(partition, verbose=False)
@@ -271,16 +271,9 @@ def run_citations_codl(n_labeled: int, partition: int, args: argparse.Namespace)
     accuracy decoded with the constraint-guided search ("I") and with the plain argmax."""
     import yaml
 
-    from structssl.data import CitationsDataModule
     from structssl.training.codl import CoDLModule
 
-    pl.seed_everything(partition, verbose=False)
-    dm = CitationsDataModule(
-        data_dir=args.data_dir, protocol="inductive", num_labeled=n_labeled, subset=partition,
-        num_unlabeled=args.num_unlabeled, features="rich", shuffle=False,
-    )
-    dm.setup("fit")
-    sets = {"test": dm.collate(dm.splits["test"]), "dev": dm.collate(dm.splits["dev"])}
+    dm, sets = citations_data(n_labeled, partition, args.num_unlabeled, args)
     settings = config_model_args("codl_citations.yaml")
     epochs = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "codl_citations.yaml")
                             .read_text())["trainer"]["max_epochs"]
