@@ -539,26 +539,23 @@ def main(argv: Optional[list[str]] = None) -> None:
                 merge(out, head, citations_records(n, runs, extra))
                 if not args.no_plots and p == 0:
                     _plot(f"citations_N{n}", {f"citations N={n}, partition 0": r["history"]}, plot_dir, args.quick)
-    if "crf" in args.tasks:
-        crf_runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.labeled}
+    # the paper's baseline columns run here: per task its runner, records and a summary line
+    baselines = {
+        "crf": (run_citations_crf, crf_records, {"mode": mode, "crf_c_grid": args.crf_c_grid},
+                lambda r: f"crf {r['crf']:.2f} (C {r['C']:g}, dev {r['dev']:.2f}, {r['epochs']} epochs)"),
+        "codl": (run_citations_codl, codl_records, {"mode": mode, "num_unlabeled": args.num_unlabeled},
+                 lambda r: f"codl {r['codl']:.2f} (no I {r['codl-no-inference-constraints']:.2f}, "
+                           f"switches {r['switches']})"),
+    }
+    for task in [t for t in baselines if t in args.tasks]:
+        run, records, extra, summary = baselines[task]
+        task_runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.labeled}
         for p in range(args.partitions):
             for n in args.labeled:
-                crf_runs[n].append(run_citations_crf(n, p, args))
-                r = crf_runs[n][-1]
-                print(f"citations N={n} partition {p}: crf {r['crf']:.2f} (C {r['C']:g}, dev "
-                      f"{r['dev']:.2f}, {r['epochs']} epochs) {r['wall_s']:.0f}s", flush=True)
-                merge(out, head, crf_records(n, crf_runs[n], {"mode": mode, "crf_c_grid": args.crf_c_grid}))
-    if "codl" in args.tasks:
-        codl_runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.labeled}
-        for p in range(args.partitions):
-            for n in args.labeled:
-                codl_runs[n].append(run_citations_codl(n, p, args))
-                r = codl_runs[n][-1]
-                print(f"citations N={n} partition {p}: codl {r['codl']:.2f} (no I "
-                      f"{r['codl-no-inference-constraints']:.2f}, switches {r['switches']}) "
-                      f"{r['wall_s']:.0f}s", flush=True)
-                merge(out, head, codl_records(n, codl_runs[n], {"mode": mode,
-                                                                "num_unlabeled": args.num_unlabeled}))
+                task_runs[n].append(run(n, p, args))
+                r = task_runs[n][-1]
+                print(f"citations N={n} partition {p}: {summary(r)} {r['wall_s']:.0f}s", flush=True)
+                merge(out, head, records(n, task_runs[n], extra))
     print(f"results: {out}")
 
 
