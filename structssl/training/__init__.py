@@ -15,7 +15,7 @@
                                          decomposition (seed 004); :class:`TSVMPlusModule`,
                                          :class:`CoDLPlusModule` on the same inference
 :class:`GeometricAnnealing` and presets  ``CBarrier``, ``CuRamp``, ``GeometricCuSchedule``,
-                                         ``RhoContinuation``
+                                         ``RhoContinuation``; :class:`SupervisedWarmStart`
 =======================================  ===================================================
 
 See :mod:`structssl.training.modules` for the objective and its scaling, the optimisers and the
@@ -30,6 +30,7 @@ from structssl.training.callbacks import (
     GeometricAnnealing,
     GeometricCuSchedule,
     RhoContinuation,
+    SupervisedWarmStart,
 )
 from structssl.training.cccp import CCCPModule
 from structssl.training.codl import CoDLModule
@@ -64,4 +65,5 @@ __all__ = [
     "CuRamp",
     "GeometricCuSchedule",
     "RhoContinuation",
+    "SupervisedWarmStart",
 ]
