@@ -82,7 +82,7 @@ import pytorch_lightning as pl
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import CONFIGS, RESULTS, config_model_args, header, record  # noqa: E402
+from common import RESULTS, config_model_args, config_rounds, header, record  # noqa: E402
 
 from structssl.constraints import ConstraintSet  # noqa: E402
 from structssl.metrics import TokenAccuracy  # noqa: E402
@@ -376,10 +376,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     torch.set_num_threads(1)
     logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
     if args.codl_rounds is None:
-        import yaml
-
-        config = yaml.safe_load((CONFIGS / "codl_citations.yaml").read_text())
-        args.codl_rounds = config["trainer"]["max_epochs"] - config["model"]["init_args"]["supervised_epochs"]
+        args.codl_rounds = config_rounds("codl_citations.yaml")
     if args.quick:
         args.sizes, args.subsets, args.num_unlabeled = [5], 1, 20
         args.steps, args.sup_epochs, args.outer, args.inner = 5, 6, 2, 1

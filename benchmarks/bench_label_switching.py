@@ -61,7 +61,7 @@ import pytorch_lightning as pl
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, config_model_args, header, record  # noqa: E402
+from common import RESULTS, config_model_args, config_rounds, header, record  # noqa: E402
 
 from structssl.constraints import (  # noqa: E402
     AtMostOnce,
@@ -269,14 +269,11 @@ def run_citations_codl(n_labeled: int, partition: int, args: argparse.Namespace)
     ``configs/codl_citations.yaml`` (its supervised epoch, then its rounds) on the same labeled
     and unlabeled citations and features as SSVM-LS, fitted by ``pl.Trainer``; test token
     accuracy decoded with the constraint-guided search ("I") and with the plain argmax."""
-    import yaml
-
     from structssl.training.codl import CoDLModule
 
     dm, sets = citations_data(n_labeled, partition, args.num_unlabeled, args)
     settings = config_model_args("codl_citations.yaml")
-    epochs = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "codl_citations.yaml")
-                            .read_text())["trainer"]["max_epochs"]
+    rounds = config_rounds("codl_citations.yaml")
     module = CoDLModule(
         LinearChain(dm.num_labels),
         LinearChainScorer(dm.num_labels, num_features=dm.num_features, init_std=args.init_std),
@@ -287,9 +284,9 @@ def run_citations_codl(n_labeled: int, partition: int, args: argparse.Namespace)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _trainer([], epochs).fit(module, datamodule=dm)
+        _trainer([], settings["supervised_epochs"] + rounds).fit(module, datamodule=dm)
     wall = time.perf_counter() - start
-    out = {"wall_s": wall, "rounds": epochs - settings["supervised_epochs"],
+    out = {"wall_s": wall, "rounds": rounds,
            "switches": [h["switches"] for h in module.history]}
     for decoded, name in ((True, "codl"), (False, "codl-no-inference-constraints")):
         module.constrained_decoding = decoded

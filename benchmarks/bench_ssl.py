@@ -109,9 +109,9 @@ from structssl.training import (  # noqa: E402
     CuRamp,
     StructuredModule,
     SupervisedModule,
+    SupervisedWarmStart,
     TransductiveModule,
 )
-from structssl.training.callbacks import SupervisedWarmStart  # noqa: E402
 
 BENCH = "ssl"
 EPSILON, TAU, RHO, C = 0.3, 0.4, 10.0, 1.0

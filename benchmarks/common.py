@@ -105,6 +105,15 @@ def git_commit() -> str:
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
+def config_rounds(name: str) -> int:
+    """Epochs after the supervised start in the shipped ``configs/<name>``: the trainer's
+    ``max_epochs`` minus the model's ``supervised_epochs``."""
+    import yaml
+
+    config = yaml.safe_load((CONFIGS / name).read_text())
+    return int(config["trainer"]["max_epochs"]) - int(config["model"]["init_args"]["supervised_epochs"])
+
+
 def config_model_args(name: str) -> dict[str, Any]:
     """The model's ``init_args`` of the shipped ``configs/<name>``, its ``constraints`` (if
     any) instantiated as an unbound :class:`~structssl.constraints.ConstraintSet`: a benchmark

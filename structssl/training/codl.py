@@ -137,7 +137,7 @@ class CoDLModule(LabelSwitchingModule):
     def _check_evaluation_tokens(self) -> None:
         """Fail at setup, not at the first step, when the constraint-guided decoding needs the
         tokens of examples that do not carry them (labeled: the training metrics; dev, test)."""
-        needing = [c.name for c in self.constraints or [] if getattr(c, "needs_tokens", False)]
+        needing = [c.name for c in self.constraints or [] if c.needs_tokens]
         dm = self._datamodule()
         splits = getattr(dm, "splits", None)
         if not (self.constrained_decoding and needing and isinstance(splits, dict)):
@@ -210,14 +210,12 @@ class CoDLModule(LabelSwitchingModule):
             self._w0 = [p.detach().clone() for p in params]
         with torch.no_grad():
             new = [self.guided_argmax(chunk) for chunk in chunks]
-            first = self.pseudo_labels.numel() == 0
-            old = None if first else [self._pseudo(chunk) for chunk in chunks]
+            if self.pseudo_labels.numel() == 0:  # the first round: every example is new
+                changed = sum(int(chunk["index"].numel()) for chunk in chunks)
+            else:
+                old = [self._pseudo(chunk) for chunk in chunks]
+                changed = sum(int((o[:, : y.shape[1]] != y).any(1).sum()) for o, y in zip(old, new))
             self._store(chunks, new)
-            changed = sum(
-                int(chunk["index"].numel()) if old is None else
-                int((o[:, : y.shape[1]] != y).any(1).sum())
-                for chunk, o, y in zip(chunks, old or [None] * len(chunks), new)
-            )
             for p, w in zip(params, self._w0):
                 p.copy_(w)
         for opt in self._optimizers():

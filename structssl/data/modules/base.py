@@ -123,6 +123,16 @@ def stack_collate(examples: list[Example]) -> dict[str, Any]:
     return {key: torch.stack([ex[key] for ex in examples]) for key in examples[0]}
 
 
+def _check_bandwidth(sigma: Any, allow_none: bool = False) -> Optional[float]:
+    """``kernel_sigma`` of the data modules' random Fourier features: a number > 0 (or None
+    where a default bandwidth is derived from the data)."""
+    if sigma is None and allow_none:
+        return None
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0:
+        raise ValueError(f"kernel_sigma must be a float > 0{' or None' if allow_none else ''}; got {sigma!r}")
+    return float(sigma)
+
+
 def _random_fourier_features(inputs: Tensor, num: int, sigma: float, seed: int) -> Tensor:
     """Random Fourier features of the RBF kernel ``exp(-||x - x'||^2 / (2 sigma^2))``
     (Rahimi and Recht): ``sqrt(2 / num) cos(x W + b)`` with ``W`` (D, num) ~ N(0, 1 / sigma^2)
@@ -140,11 +150,11 @@ def _random_fourier_features(inputs: Tensor, num: int, sigma: float, seed: int) 
         (..., num) float32 (computed in float64).
     """
     _count(num, "random_features", 1)
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0:
-        raise ValueError(f"kernel_sigma must be a float > 0; got {sigma!r}")
+    bandwidth = _check_bandwidth(sigma)
+    assert bandwidth is not None
     g = torch.Generator().manual_seed(seed)
     dim = int(inputs.shape[-1])
-    w = torch.randn(dim, num, generator=g, dtype=torch.float64) / float(sigma)
+    w = torch.randn(dim, num, generator=g, dtype=torch.float64) / bandwidth
     b = 2 * torch.pi * torch.rand(num, generator=g, dtype=torch.float64)
     features = (2.0 / num) ** 0.5 * torch.cos(inputs.to(torch.float64) @ w + b)
     return features.to(torch.float32)

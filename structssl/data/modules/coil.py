@@ -25,6 +25,7 @@ from torch import Tensor
 
 from structssl.data.modules.base import (
     SemiSupervisedDataModule,
+    _check_bandwidth,
     _check_count,
     _random_fourier_features,
     stack_collate,
@@ -87,12 +88,7 @@ class CoilDataModule(SemiSupervisedDataModule):
         self.num_unlabeled = _check_count(num_unlabeled, "num_unlabeled", 0)
         self.standardize = bool(standardize)
         self.random_features = _check_count(random_features, "random_features", 1)
-        if kernel_sigma is not None and (
-            isinstance(kernel_sigma, bool) or not isinstance(kernel_sigma, (int, float))
-            or not kernel_sigma > 0
-        ):
-            raise ValueError(f"kernel_sigma must be a float > 0 or None; got {kernel_sigma!r}")
-        self.kernel_sigma = None if kernel_sigma is None else float(kernel_sigma)
+        self.kernel_sigma = _check_bandwidth(kernel_sigma, allow_none=True)
         self.feature_seed = int(feature_seed)
         self.data_dir = data_dir
         self.num_labels = COIL_NUM_CLASSES

@@ -10,6 +10,7 @@ import torch
 from structssl.data.modules.base import (
     Example,
     SemiSupervisedDataModule,
+    _check_bandwidth,
     _count,
     _random_fourier_features,
     split_pool,
@@ -115,11 +116,7 @@ class SyntheticHMMDataModule(SemiSupervisedDataModule):
         self.random_features = (
             None if random_features is None else _count(random_features, "random_features", 1)
         )
-        if isinstance(kernel_sigma, bool) or not isinstance(kernel_sigma, (int, float)) or not (
-            kernel_sigma > 0
-        ):
-            raise ValueError(f"kernel_sigma must be a float > 0; got {kernel_sigma!r}")
-        self.kernel_sigma = float(kernel_sigma)
+        self.kernel_sigma = _check_bandwidth(kernel_sigma)
         self.transductive = bool(transductive)
         self.two_view = bool(two_view)
         if self.two_view and self.random_features == 1:
