@@ -103,6 +103,33 @@ def test_annealing_schedule_is_seed_004s() -> None:
         annealing_schedule(factor=1.0)
 
 
+@pytest.mark.parametrize("cls", [CompositeLikelihoodModule, TSVMPlusModule])
+def test_objective_is_seed_004s_whatever_the_set_sizes(cls: type) -> None:
+    """Eqs. 2 and 5 negated: ``||w||^2 / (2 sigma^2) + mean_L loss + C_m mean_U loss`` with
+    ``C = sigma^2`` and ``Cu = C_m``, the same number for 6 or 600 labeled examples (the
+    per-example scaling of the other procedures divides the prior by n: 100 times weaker
+    here, and weighs the unlabeled mean by m / n)."""
+    torch.manual_seed(0)
+    x, y = _toy(10, 3)
+    scorer = _scorer()
+    with torch.no_grad():
+        for p in scorer.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    by_size = []
+    for n, m in ((6, 4), (600, 4000)):
+        module = cls(PairwiseMultiLabel(K), scorer, C=0.5, Cu=0.3, num_labeled=n, num_unlabeled=m)
+        module.pseudo_labels = y[6:]
+        terms = module.objective_terms({"labeled": {"inputs": x[:6], "labels": y[:6]},
+                                        "unlabeled": {"inputs": x[6:]}})
+        pot = scorer(x)
+        mean_l = module.labeled_loss(MultiLabelPotentials(pot.unary[:6], pot.pairwise[:6]), y[:6])
+        mean_u = module.labeled_loss(MultiLabelPotentials(pot.unary[6:], pot.pairwise[6:]), y[6:])
+        norm = sum((p**2).sum() for p in scorer.parameters())
+        torch.testing.assert_close(terms.objective, norm / (2 * 0.5) + mean_l + 0.3 * mean_u)
+        by_size.append(terms.objective)
+    torch.testing.assert_close(by_size[0], by_size[1])
+
+
 # ---------------------------------------------------------------- the procedures, seed 004's protocol
 @pytest.mark.filterwarnings("ignore:.*does not have many workers.*")
 @pytest.mark.parametrize("cls", ["composite", "exact", "tsvm", "codl"])

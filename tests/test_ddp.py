@@ -168,7 +168,12 @@ def build(
     scorer = MultiLabelScorer(3, input_dim=4, pairwise="linear")
     schedule = [GeometricCuSchedule(start=0.1, factor=3.0, every_n_epochs=1)]
     if name == "composite":
-        return CompositeLikelihoodModule(multilabel, scorer, **lbfgs), ToyMultiLabelDataModule(), schedule
+        # C = sigma^2 = 9: seed 004's prior on the mean likelihood, as weak as the per-example
+        # scaling's with these 9 labeled examples; with C = 1 the weights after one round are so
+        # small that the next constrained assignment has near-ties (differences of 1e-17 in
+        # the weights, one process or two, flip labels: composite_tied tests exact ties)
+        module = CompositeLikelihoodModule(multilabel, scorer, C=9.0, **lbfgs)
+        return module, ToyMultiLabelDataModule(), schedule
     if name == "composite_tied":  # two labels the data cannot tell apart: tied assignments
         data = ToyMultiLabelDataModule(num_unlabeled=61, tied=True)
         return CompositeLikelihoodModule(multilabel, scorer, **lbfgs), data, schedule

@@ -11,19 +11,27 @@ modules), between
    checkpoints;
 2. **a model update** at fixed ``Y_U``:
 
-   - :class:`CompositeLikelihoodModule` (seed 004 eq. 5): ``||w||^2 / (2 sigma^2 n) + mean_L
-     nl_C(y) + C_m (m / n) mean_U nl_C(y_U)`` with the negative composite log-likelihood over
+   - :class:`CompositeLikelihoodModule` (seed 004 eqs. 2 and 5): ``||w||^2 / (2 sigma^2) +
+     mean_L nl_C(y) + C_m mean_U nl_C(y_U)`` with the negative composite log-likelihood over
      the K spanning star trees (``learning="approximate"``) or the full negative
      log-likelihood by enumeration (``learning="exact"``), minimised by L-BFGS with at most
      ``lbfgs_max_iter = 25`` iterations per round;
    - :class:`TSVMPlusModule` (seed 004 section 6.5, transductive structural SVM solved by
-     CCCP): the same with the margin-rescaled Hamming hinge; its loss-augmented inference
+     CCCP): the same objective with the margin-rescaled Hamming hinge; its loss-augmented inference
      uses the same components (approximate: star-tree dual decomposition, Finley and
      Joachims 2008), and the CCCP linearisation of the unlabeled term is the constrained
      label assignment ``Y_U``;
    - :class:`CoDLPlusModule` (seed 004 section 6.5, constraint-driven learning of Chang et al.
      2012 with an averaged structured perceptron): the perceptron is retrained on the labeled
      examples plus the pseudo-labeled ones, whose updates are weighted by ``C_m``.
+
+The objective is seed 004's as written, not the per-example scaling of the other procedures
+(``||w||^2 / (2 n) + C mean_L + C_u (m / n) mean_U``): the Gaussian prior's ``sigma^2`` is ``C``
+and does not shrink with the number of labeled examples ``n``, and the unlabeled mean is
+weighted by ``C_m`` alone (so ``C_m = 1`` gives the labeled and the unlabeled sets equal weight
+whatever their sizes). With the per-example scaling and 17 labeled examples (scene, d = 1 %)
+the prior would be 17 times weaker than the paper's; it made every scene / emotions cell 1-5
+points lower.
 
 ``C_m`` is the procedures' current ``Cu``, annealed by
 :class:`~structssl.training.callbacks.GeometricCuSchedule` (1e-4, tripled every five rounds, up
@@ -115,8 +123,8 @@ class ConstrainedSelfLabelingModule(StructuredModule):
             (enumeration, small K).
         engine: the corpus dual decomposition options (default ``CorpusDualDecomposition()``).
         test_constraints: decode evaluation batches collectively with the constraints.
-        C: labeled weight (``sigma^2`` of the Gaussian prior, 1 in seed 004).
-        Cu: final unlabeled weight (C_m; 1 in seed 004).
+        C: ``sigma^2`` of the Gaussian prior ``-||w||^2 / (2 sigma^2)`` (1 in seed 004).
+        Cu: final weight C_m of the unlabeled mean loss (1 in seed 004).
         lbfgs_max_iter: L-BFGS iterations per training step.
         **kwargs: the options of :class:`~structssl.training.modules.StructuredModule`
             (``optimizer``, ``lr``, ``lbfgs_history``, ``momentum``, ``regularize_bias``,
@@ -251,6 +259,11 @@ class ConstrainedSelfLabelingModule(StructuredModule):
         if unlabeled is not None and self.pseudo_labels is not None and self.current("Cu") > 0:
             u_value = self.unlabeled_loss(self.potentials(unlabeled), self.pseudo_labels)
         return self._combine(self.weight_norm_squared(), value, u_value)
+
+    def objective_weights(self) -> tuple[float, float, float]:
+        """Seed 004's objective (eqs. 2, 5), negated: ``||w||^2 / (2 C) + mean_L loss + C_u
+        mean_U loss`` (``C = sigma^2``, ``C_u`` = the current C_m): ``(2 C, 1, C_u)``."""
+        return 2 * self.current("C"), 1.0, self.current("Cu")
 
     def eval_loss(self, batch: Batch) -> Tensor:
         return self.labeled_loss(self.potentials(batch), batch["labels"])

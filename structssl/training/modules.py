@@ -14,11 +14,13 @@ which has the same minimiser, keeps the numbers O(1) whatever n, and is what a m
 estimates without bias (the means run over the batch). ``||w||^2`` is the scorer's
 ``weight_norm_squared()`` (every parameter, biases included unless
 ``regularize_bias=False``). ``C_u = 1`` gives an unlabeled example the same weight as a
-labeled one (the thesis's and seed 004's convention). n and m are the sizes of the labeled
+labeled one (the thesis's convention). n and m are the sizes of the labeled
 and unlabeled training sets: the ``num_labeled`` / ``num_unlabeled`` arguments, or, when they
 are ``None``, the data module's ``num_labeled_examples`` / ``num_unlabeled_examples``. The
 likelihood losses (``CRFNLLLoss``, ``CompositeLikelihoodLoss``) fit the same template (a
-Gaussian prior with variance ``C``).
+Gaussian prior with variance ``C`` on the summed log-likelihood). Seed 004's procedures
+(:mod:`structssl.training.composite`) keep that paper's own form instead, a prior of variance
+``C`` on the *mean* log-likelihoods, whatever n and m (their ``objective_weights``).
 
 Annealing. ``C``, ``C_u`` and the smax sharpness ``rho`` are the *final* values; their current
 values live in buffers (``current_C``, ``current_Cu``, ``current_rho``: saved in checkpoints)
@@ -631,17 +633,23 @@ class StructuredModule(pl.LightningModule):
         """Mean labeled loss of an evaluation batch (logged as ``val/loss``, ``test/loss``)."""
         raise NotImplementedError
 
+    def objective_weights(self) -> tuple[float, float, float]:
+        """``(d, a, b)`` of ``J(w) = ||w||^2 / d + a mean_L loss + b mean_U loss``: here
+        ``(2 n, C, C_u m / n)``, the per-example scaling of the module docstring."""
+        n, m = self.dataset_sizes()
+        return 2 * n, self.current("C"), self.current("Cu") * (m / n)
+
     def _combine(
         self, norm: Tensor, labeled: Tensor, unlabeled: Optional[Tensor]
     ) -> ObjectiveTerms:
-        n, m = self.dataset_sizes()
+        divisor, weight_l, weight_u = self.objective_weights()
         # several processes: each shard's batch mean weighted by its share of the examples
         share_l, share_u = getattr(self, "_shard_shares", (1.0, 1.0))
-        objective = norm / (2 * n) + self.current("C") * share_l * labeled
+        objective = norm / divisor + weight_l * share_l * labeled
         if unlabeled is None:
             unlabeled = torch.zeros((), dtype=labeled.dtype, device=labeled.device)
         else:
-            objective = objective + self.current("Cu") * (m / n) * share_u * unlabeled
+            objective = objective + weight_u * share_u * unlabeled
         return ObjectiveTerms(objective, norm, labeled, unlabeled)
 
     # ------------------------------------------------------------------ training
@@ -715,15 +723,14 @@ class StructuredModule(pl.LightningModule):
             terms = self.objective_terms(batch)
             self.manual_backward(terms.objective)
             return terms
-        n, m = self.dataset_sizes()
+        divisor, weight_l, weight_u = self.objective_weights()
         norm = self.weight_norm_squared()
-        self.manual_backward(norm / (2 * n))
+        self.manual_backward(norm / divisor)
         share_l, share_u = getattr(self, "_shard_shares", (1.0, 1.0))  # as in _combine
-        loss = self._backward_chunks(labeled, self.labeled_term, self.current("C") * share_l)
+        loss = self._backward_chunks(labeled, self.labeled_term, weight_l * share_l)
         u_loss: Optional[Tensor] = None
         if unlabeled is not None and self.current("Cu") > 0:
-            weight = self.current("Cu") * (m / n) * share_u
-            u_loss = self._backward_chunks(unlabeled, self.unlabeled_term, weight)
+            u_loss = self._backward_chunks(unlabeled, self.unlabeled_term, weight_u * share_u)
         # the values (not differentiated again): the same assembly as the one-batch path
         return self._combine(
             norm.detach(), loss.to(norm.dtype), None if u_loss is None else u_loss.to(norm.dtype)
