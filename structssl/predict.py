@@ -147,6 +147,9 @@ class Tagger:
                 f"{'data of kind ' + repr(kind) if kind else 'a data module without a saved format'}"
                 "; structssl predict tags sequences (models trained on CoNLLDataModule)"
             )
+        # what a Trainer does before predicting: the procedure binds its constraints (given
+        # by pattern in the config) to the saved tag set, for a decoding that uses them
+        model.setup("predict")
         return cls(model, TaggingFormat.from_state_dict(state), batch_size)
 
     @property
@@ -186,6 +189,11 @@ class Tagger:
             sentences: the sentences.
             confidence: also compute each predicted tag's marginal probability.
             kbest: also find the 2nd .. k-th best tag sequences (1: none).
+
+        The tags are the procedure's decoding (``model.decode``: the Viterbi path, or for a
+        :class:`~structssl.training.CoDLModule` with ``constrained_decoding`` the
+        constraint-guided one); confidences and alternatives are the model's marginals and
+        k-best list without constraints.
         """
         if isinstance(kbest, bool) or not isinstance(kbest, int) or kbest < 1:
             raise ValueError(f"kbest must be an int >= 1; got {kbest!r}")
@@ -195,13 +203,17 @@ class Tagger:
         for start in range(0, len(order), self.batch_size):
             ids = order[start : start + self.batch_size]
             batch = collate_sequences(
-                [self.format.encode(sentences[i], with_labels=False) for i in ids],
+                [{**self.format.encode(sentences[i], with_labels=False),
+                  "tokens": sentences[i].tokens} for i in ids],
                 sequence_keys=("inputs", "inputs_b"),
             )
             lengths = batch["lengths"]
             with torch.no_grad():
-                potentials = model.decode_potentials(batch)
-                labels, _ = structure.argmax(potentials, lengths)
+                # the procedure's own decoding (e.g. CoDL's constraint-guided search with
+                # constrained_decoding=True), as in its validation and test steps
+                labels = model.decode(batch)
+                if confidence or kbest > 1:
+                    potentials = model.decode_potentials(batch)
                 alternatives = None
                 if kbest > 1:
                     alt_labels, alt_scores = structure.kbest(potentials, kbest, lengths)

@@ -597,8 +597,30 @@ def test_codl_decodes_dev_with_its_constraints(corpus: dict[str, Any], tmp_path:
     assert all(len(ex["tokens"]) == ex["inputs"].shape[0] for ex in dev)
     batch = dm.collate(dev)
     with torch.no_grad():
-        assert torch.equal(model.decode(batch), model.guided_argmax(batch))
+        guided = model.guided_argmax(batch)
+        assert torch.equal(model.decode(batch), guided)
     assert "val/span_f1" in cli.trainer.callback_metrics
+    # structssl predict decodes with the same search (its tags, not the Viterbi path's)
+    tagger = Tagger.load(tmp_path)
+    sentences = tagger.format.read_tokens(root / "DEV.conll")
+    predicted = [list(s.tags) for s in tagger.predict(sentences)]
+    expected = [tagger.format.decode(guided[i, : len(s.tokens)].tolist()) for i, s in enumerate(sentences)]
+    assert predicted == [list(t) for t in expected]
+    # with the weights moved (unit noise) so that the Viterbi path breaks the hard rule (a
+    # lowercase word begins an entity), predict's tags keep it
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in tagger.model.scorer.parameters():
+            p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype))
+
+    def begins_on_lowercase(tagged: list[list[str]]) -> int:
+        return sum(tok[0].islower() and tag[:2] in ("B-", "S-", "U-")
+                   for s, tags in zip(sentences, tagged) for tok, tag in zip(s.tokens, tags))
+
+    constrained = [list(s.tags) for s in tagger.predict(sentences)]
+    tagger.model.constrained_decoding = False
+    viterbi = [list(s.tags) for s in tagger.predict(sentences)]
+    assert begins_on_lowercase(viterbi) > 0 and begins_on_lowercase(constrained) == 0
 
 
 @pytest.mark.parametrize("which", ["train", "dev", "missing"])

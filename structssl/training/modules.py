@@ -576,10 +576,12 @@ class StructuredModule(pl.LightningModule):
     def label_names(self) -> Optional[list[str]]:
         """The label names in label-index order, to bind constraints to: the data module's
         ``label_names``, else its ``tags`` (a tagging data module's tag set, BIO or plain
-        tags such as part-of-speech), else the ``tags`` given to this module; ``None`` when
+        tags such as part-of-speech), else the ``tags`` given to this module, else those of
+        the data format saved with the weights (a checkpoint loaded to predict); ``None`` when
         none of them is known."""
         dm = self._datamodule()
-        for names in (getattr(dm, "label_names", None), getattr(dm, "tags", None), self.tags):
+        saved = self.data_format.get("tags") if isinstance(self.data_format, dict) else None
+        for names in (getattr(dm, "label_names", None), getattr(dm, "tags", None), self.tags, saved):
             if names:
                 return [str(name) for name in names]
         return None
