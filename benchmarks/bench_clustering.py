@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, header, median_ms, record, write_results  # noqa: E402
+from common import RESULTS, header, mean_std, median_ms, record, write_results  # noqa: E402
 
 from structssl.clustering import (  # noqa: E402
     PairwiseFeatures,
@@ -78,17 +78,17 @@ def _accuracy_records(T: int, loss: dict, wrong_after: dict, raw_wrong: dict, tr
         return out
     task = f"synthetic_email/T={T}"
     for (s, d), vals in loss.items():
+        mean, std = mean_std(vals)
         out.append(record(
-            BENCH, task, f"structssl:{s}+{d}", "delta_total_per_message", statistics.mean(vals), "messages",
-            False, n, std=statistics.stdev(vals) if n > 1 else 0.0,
-            stderr=(statistics.stdev(vals) / math.sqrt(n)) if n > 1 else 0.0,
+            BENCH, task, f"structssl:{s}+{d}", "delta_total_per_message", mean, "messages",
+            False, n, std=std, stderr=std / math.sqrt(n),
             training=s, decoder=d,
             paper_source="seed 001 Figure 8.1 (figure only, no numbers; claim: no significant "
             "differences between training strategies or decoders)",
         ))
+        wrong, wrong_std = mean_std(wrong_after[s, d])
         out.append(record(BENCH, task, f"structssl:{s}+{d}", "wrong_edges_after_decoding",
-                          statistics.mean(wrong_after[s, d]), "edges", False, n,
-                          std=statistics.stdev(wrong_after[s, d]) if n > 1 else 0.0,
+                          wrong, "edges", False, n, std=wrong_std,
                           training=s, decoder=d, paper_source="seed 001 Figure 8.2 (figure only)"))
     for s in STRATEGIES:
         out.append(record(BENCH, task, f"structssl:{s}", "wrong_edges_before_decoding",

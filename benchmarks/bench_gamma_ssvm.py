@@ -70,7 +70,6 @@ import argparse
 import json
 import logging
 import math
-import statistics
 import sys
 import tempfile
 import time
@@ -82,7 +81,7 @@ import pytorch_lightning as pl
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, config_model_args, config_rounds, header, record  # noqa: E402
+from common import RESULTS, config_model_args, config_rounds, header, mean_std, record  # noqa: E402
 
 from structssl.constraints import ConstraintSet  # noqa: E402
 from structssl.metrics import TokenAccuracy  # noqa: E402
@@ -289,10 +288,10 @@ def run_citations(args: argparse.Namespace, res: Results) -> None:
                   + f" ({time.time() - t0:.0f}s)", flush=True)
             for method, values in acc.items():
                 paper = PAPER_T1[method][[5, 20, 300].index(N)] if N in (5, 20, 300) else None
+                mean, std = mean_std(values)
                 res.add(record(
                     BENCH, f"citations_N{N}", f"structssl:{method}", "token_accuracy",
-                    statistics.fmean(values), "%", True, len(values),
-                    std=statistics.stdev(values) if len(values) > 1 else 0.0, per_subset=values,
+                    mean, "%", True, len(values), std=std, per_subset=values,
                     subsets=subsets[: len(values)], hyperparameters=chosen.get(method), paper_value=paper,
                     paper_source="seed 000 Table 1",
                 ))
@@ -326,9 +325,10 @@ def run_ocr(args: argparse.Namespace, res: Results) -> None:
             accs[method].append(accuracy(mod, test))
             print(f"  OCR fold {fold} {method}: {accs[method][-1]:.2f} ({time.time() - t0:.0f}s)", flush=True)
             vals = accs[method]
-            se = statistics.stdev(vals) / math.sqrt(len(vals)) if len(vals) > 1 else 0.0
+            mean, std = mean_std(vals)
+            se = std / math.sqrt(len(vals))
             res.add(record(
-                BENCH, "ocr_letters", f"structssl:{method}", "char_accuracy", statistics.fmean(vals), "%",
+                BENCH, "ocr_letters", f"structssl:{method}", "char_accuracy", mean, "%",
                 True, len(vals), std_error=se, per_fold=vals, folds=list(range(len(vals))),
                 paper_value=PAPER_OCR[method][0], paper_std_error=PAPER_OCR[method][1],
                 paper_source="seed 000 Table 3", cccp_objectives_last_fold=log,

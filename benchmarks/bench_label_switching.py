@@ -61,7 +61,7 @@ import pytorch_lightning as pl
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, config_model_args, config_rounds, header, record  # noqa: E402
+from common import RESULTS, config_model_args, config_rounds, header, mean_std, record  # noqa: E402
 
 from structssl.constraints import (  # noqa: E402
     AtMostOnce,
@@ -157,10 +157,6 @@ def _steps(history: list[dict[str, Any]], supervised_epochs: int) -> list[list[d
         else:
             steps.append([r])
     return steps
-
-
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
 def run_module(
@@ -298,7 +294,7 @@ def codl_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, An
     out = []
     for method in ("codl", "codl-no-inference-constraints"):
         vals = [r[method] for r in runs]
-        mean, std = _mean_std(vals)
+        mean, std = mean_std(vals)
         paper = ({"paper_value": PAPER_CITATIONS["codl"][n_labeled],
                   "paper_source": "seed 003 Table 2 (CODL (I), from Dhillon et al. 2012)"}
                  if method == "codl" else {})
@@ -313,7 +309,7 @@ def codl_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, An
 
 def crf_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
     vals = [r["crf"] for r in runs]
-    mean, std = _mean_std(vals)
+    mean, std = mean_std(vals)
     return [record(
         BENCH, f"citations/N={n_labeled}", "structssl:crf", "test_token_accuracy", mean, "%", True,
         len(runs), std=round(std, 4), per_partition=[round(v, 2) for v in vals],
@@ -328,7 +324,7 @@ def citations_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[st
     out = []
     for method in ("sup", "ssvm-ls", "ssvm-ls-paper-selection", "ssvm-ls-final"):
         vals = [r[method] for r in runs]
-        mean, std = _mean_std(vals)
+        mean, std = mean_std(vals)
         paper = PAPER_CITATIONS.get(OURS_VS_PAPER.get(method, ""), {}).get(n_labeled)
         out.append(record(
             BENCH, task, f"structssl:{method}", "test_token_accuracy", mean, "%", True, len(runs),
@@ -359,7 +355,7 @@ def _time_records(task: str, runs: list[dict[str, Any]], extra: dict[str, Any]) 
     out = []
     for method, metric, vals in rows:
         if vals:
-            mean, std = _mean_std(vals)
+            mean, std = mean_std(vals)
             out.append(record(BENCH, task, method, metric, mean, "s", False, len(vals), std=round(std, 4), **extra))
     out.append(record(BENCH, task, "structssl:ssvm-ls", "alternations",
                       statistics.fmean(r["alternations"] for r in runs), "", False, len(runs),
@@ -421,7 +417,7 @@ def parsing_records(runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[d
         for split in ("unlabeled", "test"):
             for metric in ("exact_match", "bracket_f1"):
                 vals = [r[f"{method}/{split}_{metric}"] for r in runs]
-                mean, std = _mean_std(vals)
+                mean, std = mean_std(vals)
                 more: dict[str, Any] = {}
                 if metric == "exact_match":
                     more = {"paper_value": PAPER_PARSING[split][0 if method == "sup" else 1],

@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import sys
 import tempfile
 import time
@@ -61,7 +60,7 @@ from typing import Any, Callable, Optional
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, header, record  # noqa: E402
+from common import RESULTS, header, mean_std, record  # noqa: E402
 
 from structssl.data import load_pooled, mulan_split  # noqa: E402
 from structssl.inference.dual_decomposition import CorpusDualDecomposition  # noqa: E402
@@ -252,12 +251,6 @@ def methods_for(dataset: str, d: int, tables: list[int]) -> list[str]:
 
 
 # ---------------------------------------------------------------- aggregation
-def _stats(values: list[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
-    return mean, math.sqrt(var)
-
-
 def _wilcoxon(a: list[float], b: list[float]) -> Optional[float]:
     try:
         from scipy.stats import wilcoxon
@@ -277,7 +270,7 @@ def aggregate(dataset: str, d: int, runs: dict[str, list[dict[str, float]]], des
         if not values:
             continue
         f1 = [v["micro_f1"] for v in values]
-        mean, std = _stats(f1)
+        mean, std = mean_std(f1)
         extra: dict[str, Any] = {"std": round(std, 4), "per_split": [round(v, 2) for v in f1], **desc}
         paper = paper_cell(dataset, d, method)
         if paper is not None and desc.get("constraint_rates", "labeled") == "labeled":
@@ -291,10 +284,10 @@ def aggregate(dataset: str, d: int, runs: dict[str, list[dict[str, float]]], des
         if method == "majority":
             continue
         for key in ("train_time", "test_time"):
-            t_mean, t_std = _stats([v[key] for v in values])
+            t_mean, t_std = mean_std([v[key] for v in values])
             records.append(record(BENCH, task, "structssl:" + method, key, t_mean, "s", False, len(values), std=round(t_std, 4), **desc))
         if "unlabeled_micro_f1" in values[0]:
-            u_mean, u_std = _stats([v["unlabeled_micro_f1"] for v in values])
+            u_mean, u_std = mean_std([v["unlabeled_micro_f1"] for v in values])
             records.append(record(BENCH, task, "structssl:" + method, "unlabeled_micro_f1", u_mean, "%", True, len(values), std=round(u_std, 4), **desc))
     return records
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -49,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from benchmarks.common import header, record, write_results  # noqa: E402
+from benchmarks.common import header, mean_std, record, write_results  # noqa: E402
 
 BENCH = "ner_ssl"
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -316,19 +315,21 @@ def collect(rows: dict[str, list[dict[str, float]]],
             if any(v != v for v in vals):  # not measured (the peer's entity fraction, a
                 # config's own unlabeled weight)
                 continue
-            extra = {"std": round(statistics.stdev(vals), 4)} if len(vals) > 1 else {}
+            mean, std = mean_std(vals)
+            extra = {"std": round(std, 4)} if len(vals) > 1 else {}
             records.append(record(
-                BENCH, task, method_name(name), _metric(key), statistics.mean(vals), unit,
+                BENCH, task, method_name(name), _metric(key), mean, unit,
                 better, len(vals),
                 seeds=seeds, per_seed=[round(v, 4) for v in vals], config=how, **extra,
             ))
         paired = [(r, base[r["seed"]]) for r in runs if r["seed"] in base]
         if paired and name != "supervised":
             gains = [r["test_f1"] - b["test_f1"] for r, b in paired]
-            extra = {"std": round(statistics.stdev(gains), 4)} if len(gains) > 1 else {}
+            mean, std = mean_std(gains)
+            extra = {"std": round(std, 4)} if len(gains) > 1 else {}
             records.append(record(
                 BENCH, task, method_name(name), "test/span_f1_gain_over_supervised",
-                statistics.mean(gains), "points", True, len(gains),
+                mean, "points", True, len(gains),
                 seeds=[int(r["seed"]) for r, _ in paired], per_seed=[round(g, 4) for g in gains],
                 **extra,
             ))

@@ -100,7 +100,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, header, record, write_results  # noqa: E402
+from common import RESULTS, header, mean_std, record, write_results  # noqa: E402
 
 from structssl.losses import NablaCoSVMLoss, NablaSVMLoss, NablaTSVMLoss  # noqa: E402
 from structssl.structures import LinearChain, MultiClass, Structure  # noqa: E402
@@ -214,12 +214,6 @@ def fit_nabla(module: StructuredModule, dm: Any, warm: int, ramp: int) -> Fit:
 
 
 # =============================================================================== helpers
-def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    if len(values) == 1:
-        return float(values[0]), 0.0
-    return statistics.fmean(values), statistics.stdev(values)
-
-
 # =============================================================================== galaxy
 GALAXY_FEATURES = 100
 GALAXY_SIGMA = 0.35

@@ -187,6 +187,12 @@ def _fmt(value: Any) -> str:
     return "–" if value is None else str(value)
 
 
+def mean_std(values: Any) -> tuple[float, float]:
+    """Mean and sample standard deviation of the repeats (0 for a single value)."""
+    values = [float(v) for v in values]
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
 def paper_value(rec: dict[str, Any]) -> Optional[float]:
     """The published number a record reproduces (``paper_value``), or None."""
     value = rec.get("paper_value")
