@@ -153,6 +153,7 @@ PROTOCOL = (
 #: log-likelihoods, since 2026-11-25); records without the field were run with the per-example
 #: scaling of the other procedures (||w||^2 / (2 n) + C mean_L + C_m (m / n) mean_U)
 OBJECTIVE_SCALING = "seed 004 eq. 5"
+NO_OBJECTIVE = "none (no objective: averaged perceptron / no model)"
 SCALED = (
     "scaled for a shared 2-core CPU: 1-6 of the paper's 10 splits per cell (n_runs / splits_run "
     "of each record), 1 round per C_m value (9 rounds) instead of 5 (45 rounds), dual "
@@ -271,7 +272,9 @@ def aggregate(dataset: str, d: int, runs: dict[str, list[dict[str, float]]], des
             continue
         f1 = [v["micro_f1"] for v in values]
         mean, std = mean_std(f1)
-        extra: dict[str, Any] = {"std": round(std, 4), "per_split": [round(v, 2) for v in f1], **desc}
+        no_objective = method.startswith("codl+") or method == "majority"
+        mdesc = dict(desc, objective_scaling=NO_OBJECTIVE) if no_objective else desc
+        extra: dict[str, Any] = {"std": round(std, 4), "per_split": [round(v, 2) for v in f1], **mdesc}
         paper = paper_cell(dataset, d, method)
         if paper is not None and desc.get("constraint_rates", "labeled") == "labeled":
             extra.update(paper_value=paper[0], paper_std=paper[1], paper_source=paper[2])
@@ -285,10 +288,10 @@ def aggregate(dataset: str, d: int, runs: dict[str, list[dict[str, float]]], des
             continue
         for key in ("train_time", "test_time"):
             t_mean, t_std = mean_std([v[key] for v in values])
-            records.append(record(BENCH, task, "structssl:" + method, key, t_mean, "s", False, len(values), std=round(t_std, 4), **desc))
+            records.append(record(BENCH, task, "structssl:" + method, key, t_mean, "s", False, len(values), std=round(t_std, 4), **mdesc))
         if "unlabeled_micro_f1" in values[0]:
             u_mean, u_std = mean_std([v["unlabeled_micro_f1"] for v in values])
-            records.append(record(BENCH, task, "structssl:" + method, "unlabeled_micro_f1", u_mean, "%", True, len(values), std=round(u_std, 4), **desc))
+            records.append(record(BENCH, task, "structssl:" + method, "unlabeled_micro_f1", u_mean, "%", True, len(values), std=round(u_std, 4), **mdesc))
     return records
 
 
@@ -410,9 +413,13 @@ def _ours(idx: dict[tuple[str, str, str], dict[str, Any]], dataset: str, d: int,
     r = idx.get((f"{dataset}/d={d}%", method, "micro_f1"))
     if r is None:
         return "—"
+    # dagger: run with the per-example objective scaling (before 2026-11-25); CoDL+ does not
+    # use the objective (an averaged perceptron), so its records stand
+    old = str(r.get("objective_scaling", "")).startswith("per-example") and not method.startswith("codl+")
+    mark = " †" if old else ""
     if r["n_runs"] == 1:
-        return f"{r['value']:.1f} (1)"
-    return f"{r['value']:.1f}±{r.get('std', 0.0):.1f} ({r['n_runs']})"
+        return f"{r['value']:.1f} (1){mark}"
+    return f"{r['value']:.1f}±{r.get('std', 0.0):.1f} ({r['n_runs']}){mark}"
 
 
 def _p(idx: dict[tuple[str, str, str], dict[str, Any]], dataset: str, d: int, method: str, partner: str) -> str:
@@ -435,7 +442,8 @@ def _p(idx: dict[tuple[str, str, str], dict[str, Any]], dataset: str, d: int, me
 def render_markdown(data: dict[str, Any]) -> str:
     """Tables 2-4 (and the timing) of seed 004 with our numbers beside the paper's.
 
-    Ours: ``mean±std (splits run)``, "—" where not run; paper: ``mean±std`` over 10 splits.
+    Ours: ``mean±std (splits run)``, "—" where not run, "†" for a record run with the
+    per-example objective scaling (before 2026-11-25); paper: ``mean±std`` over 10 splits.
     """
     idx = _index(data.get("records", []))
     out = ["### Table 2: Semi-Sup vs Sup (Micro-F1 %)", "",
