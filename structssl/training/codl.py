@@ -246,17 +246,16 @@ class CoDLModule(LabelSwitchingModule):
     def _round_terms(self, unlabeled: Any, backward: bool) -> ObjectiveTerms:
         """``||w||^2 / (2n) + C_u (m/n) mean_j l(x_j, Y_j)`` (gradient accumulated chunk by
         chunk when ``backward``)."""
-        n, m = self.dataset_sizes()
+        divisor, _, weight = self.objective_weights()  # (2 n, C, C_u m / n)
         norm = self.weight_norm_squared()
-        weight = self.current("Cu") * (m / n)
         if backward:
-            self.manual_backward(norm / (2 * n))
+            self.manual_backward(norm / divisor)
             u = self._backward_chunks(unlabeled, self.unlabeled_term, weight).to(norm.dtype)
             norm = norm.detach()
         else:
             u = self._mean(unlabeled, self.unlabeled_term).to(norm.dtype)
         zero = torch.zeros((), dtype=norm.dtype, device=norm.device)
-        return ObjectiveTerms(norm / (2 * n) + weight * u, norm, zero, u)
+        return ObjectiveTerms(norm / divisor + weight * u, norm, zero, u)
 
     def objective_terms(self, batch: Batch) -> ObjectiveTerms:
         labeled, unlabeled = self._split(batch)
