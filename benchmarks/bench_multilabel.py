@@ -413,10 +413,9 @@ def _ours(idx: dict[tuple[str, str, str], dict[str, Any]], dataset: str, d: int,
     r = idx.get((f"{dataset}/d={d}%", method, "micro_f1"))
     if r is None:
         return "—"
-    # dagger: run with the per-example objective scaling (before 2026-11-25); CoDL+ does not
-    # use the objective (an averaged perceptron), so its records stand
-    old = str(r.get("objective_scaling", "")).startswith("per-example") and not method.startswith("codl+")
-    mark = " †" if old else ""
+    # dagger: run with the per-example objective scaling (before 2026-11-25); CoDL+ records
+    # say they have no objective (an averaged perceptron), so they stand
+    mark = " †" if str(r.get("objective_scaling", "")).startswith("per-example") else ""
     if r["n_runs"] == 1:
         return f"{r['value']:.1f} (1){mark}"
     return f"{r['value']:.1f}±{r.get('std', 0.0):.1f} ({r['n_runs']}){mark}"
