@@ -153,6 +153,10 @@ def _predict(argv: Sequence[str]) -> int:
     scores = [f"{k} {summary[k]:.4f}" for k in ("span_f1", "token_accuracy") if k in summary]
     if scores:
         line += "; against the input's tags: " + ", ".join(scores)
+    if "unseen_tags" in summary:
+        line += f" (tags the model never saw, counted as errors: {summary['unseen_tags']})"
+    if "not_scored" in summary:
+        line += f"; not scored against the input's tags: {summary['not_scored']}"
     print(line)
     return 0
 

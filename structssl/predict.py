@@ -16,7 +16,8 @@ token, a blank line after each sentence, in the input's order, tags in the train
 scheme; ``confidence`` adds the marginal probability of each predicted tag, ``kbest`` adds the
 tags of the 2nd .. k-th best tag sequences (``-`` where a short sentence has fewer). When the
 input file carries tags in the training layout they are ignored for tagging, and the span F1 /
-token accuracy against them is reported.
+token accuracy against them is reported; tags the model never saw count as errors (and are
+listed), and tags that cannot be read (e.g. another scheme) are named instead of a score.
 
 Only sequence-tagging models predict this way (those trained on
 :class:`~structssl.data.CoNLLDataModule`); other checkpoints get a clear error.
@@ -247,7 +248,9 @@ class Tagger:
 
         Returns:
             ``{"sentences": ..., "tokens": ...}``, plus ``span_f1`` / ``token_accuracy``
-            against the input's tags when it carries tags in the training layout.
+            against the input's tags when it carries tags in the training layout (with
+            ``unseen_tags``, those outside the model's tag set, counted as errors), or
+            ``not_scored``, why the tags it carries could not be scored.
 
         Raises:
             FileNotFoundError: ``input`` does not exist.
@@ -256,7 +259,7 @@ class Tagger:
         input = Path(input)
         if not input.is_file():
             raise FileNotFoundError(f"no such input file: {input}")
-        gold = self._gold(input)  # the sentences with their tags, when the input has them
+        gold, not_scored = self._gold(input)  # the sentences with their tags, if it has them
         sentences = gold if gold is not None else self.format.read_tokens(input)
         predictions = self.predict(sentences, confidence=confidence, kbest=kbest)
         output = Path(output)
@@ -276,19 +279,28 @@ class Tagger:
         }
         if gold is not None:
             summary.update(self._score(predictions, gold))
+        elif not_scored is not None:
+            summary["not_scored"] = not_scored
         return summary
 
-    def _gold(self, path: Path) -> Optional[list[Sequence]]:
-        """The input's tags when it has the training layout's tag column, else ``None``."""
-        try:
-            return self.format.read_labeled(path)
-        except ValueError:
-            return None
+    def _gold(self, path: Path) -> tuple[Optional[list[Sequence]], Optional[str]]:
+        """The input's sentences with their (BIO) tags when it has the training layout's tag
+        column; else ``None`` and, for a tag column that cannot be read, the reason."""
+        from structssl.data.formats.conll import NoTagColumnError
 
-    def _score(self, predictions: list[TaggedSentence], gold: list[Sequence]) -> dict[str, float]:
+        try:
+            return self.format.read_labeled(path, unknown_tags=True), None
+        except NoTagColumnError:
+            return None, None  # untagged input: nothing to score against
+        except ValueError as err:
+            return None, str(err)
+
+    def _score(self, predictions: list[TaggedSentence], gold: list[Sequence]) -> dict[str, Any]:
         from structssl.metrics import SpanF1, TokenAccuracy
 
-        index = {t: i for i, t in enumerate(self.tags)}
+        tags = list(self.tags)
+        unseen = list(dict.fromkeys(t for s in gold for t in s.labels or () if t not in tags))
+        index = {t: i for i, t in enumerate(tags + unseen)}
         scheme = self.format.scheme or "bio"
         pred = [torch.tensor([index[t] for t in to_bio(p.tags, scheme)]) for p in predictions]
         true = [torch.tensor([index[t] for t in s.labels or ()]) for s in gold]
@@ -296,9 +308,11 @@ class Tagger:
         target, _ = pad_sequences(true)
         accuracy = TokenAccuracy()
         accuracy.update(preds, target, lengths=lengths)
-        out = {"token_accuracy": float(accuracy.compute())}
+        out: dict[str, Any] = {"token_accuracy": float(accuracy.compute())}
+        if unseen:
+            out["unseen_tags"] = unseen
         if self.format.task == "bio":
-            f1 = SpanF1(self.tags)
+            f1 = SpanF1(tags + unseen)
             f1.update(preds, target, lengths=lengths)
             out["span_f1"] = float(f1.compute())
         return out

@@ -77,3 +77,16 @@ def test_gzip_and_encoding_errors(tmp_path: Path) -> None:
         list(iter_lines(bad))
     with pytest.raises(FileNotFoundError, match="no such file"):
         open_text(tmp_path / "missing.txt")
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "UTF8", "utf_8"])
+def test_utf8_byte_order_mark_is_not_part_of_the_first_line(tmp_path: Path, encoding: str) -> None:
+    marked = tmp_path / "bom.txt"
+    marked.write_bytes("\ufeffKyoto\tU-LOC\r\n.\tO\r\n".encode("utf-8"))
+    assert list(iter_lines(marked, encoding)) == [(1, "Kyoto\tU-LOC"), (2, ".\tO")]
+    with open_text(marked, encoding) as f:
+        assert f.read() == "Kyoto\tU-LOC\n.\tO\n"
+    # only at the start of a file; elsewhere U+FEFF is text and stays
+    inner = tmp_path / "inner.txt"
+    inner.write_bytes("a\n\ufeffb\n".encode("utf-8"))
+    assert list(iter_lines(inner, encoding)) == [(1, "a"), (2, "\ufeffb")]

@@ -401,6 +401,38 @@ def test_predict_command_matches_test_metric(corpus: dict[str, Any], run_dir: Pa
         assert abs(tested - span_f1) < 0.01
 
 
+def test_predict_scores_tags_the_model_never_saw_as_errors(
+    corpus: dict[str, Any], run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from structssl.predict import Tagger
+
+    root, new = corpus["root"], corpus["new"]
+    tagger = Tagger.load(run_dir)
+    known = tagger.tag_file(root / "NEW.conll", root / "known.conll")
+    # the doses of the test file become a type the model never saw (one gold span each)
+    renamed = [[(w, t.replace("DOSE", "AMOUNT")) for w, t in s] for s in new]
+    _write(root / "RENAMED.conll", renamed)
+    summary = tagger.tag_file(root / "RENAMED.conll", root / "renamed.conll")
+    assert summary["unseen_tags"] == ["B-AMOUNT"]
+    # same predictions; every AMOUNT span is missed and every predicted DOSE span is wrong
+    assert (root / "renamed.conll").read_text() == (root / "known.conll").read_text()
+    gold = sum(t.startswith("B-") for s in new for _, t in s)
+    doses = sum(t == "B-DOSE" for s in new for _, t in s)
+    assert 0 < doses < gold
+    assert summary["span_f1"] < known["span_f1"] - 0.05
+    assert summary["token_accuracy"] < known["token_accuracy"]
+    main(["predict", "--model", str(run_dir), "--input", str(root / "RENAMED.conll"),
+          "--output", str(root / "r2.conll")])
+    assert "never saw, counted as errors: ['B-AMOUNT']" in capsys.readouterr().out
+    # tags of another scheme cannot be scored: the reason is named, the file is still tagged
+    _write(root / "BIOES.conll", new, scheme="bioes")
+    summary = tagger.tag_file(root / "BIOES.conll", root / "bioes.conll")
+    assert "span_f1" not in summary and "expected a BIO tag" in summary["not_scored"]
+    assert (root / "bioes.conll").read_text() == (root / "known.conll").read_text()
+    # an untagged input is neither scored nor reported as unscorable
+    assert set(tagger.tag_file(root / "NEW.txt", root / "plain.conll")) == {"sentences", "tokens"}
+
+
 def test_predict_confidence_and_kbest_columns(corpus: dict[str, Any], run_dir: Path) -> None:
     root = corpus["root"]
     out = root / "conf.conll"

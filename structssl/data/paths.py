@@ -17,6 +17,7 @@ transparently (decided by the file name, and checked against the gzip magic byte
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import os
@@ -128,8 +129,19 @@ def open_binary(path: PathLike) -> IO[bytes]:
     return open(path, "rb")
 
 
+def _without_bom(encoding: str) -> str:
+    """The codec that drops a leading UTF-8 byte-order mark where ``encoding`` is UTF-8.
+
+    Editors on Windows start UTF-8 files with U+FEFF; read as plain ``utf-8`` it would become
+    part of the first token (an unknown word, copied into every output written from it).
+    """
+    return "utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding
+
+
 def open_text(path: PathLike, encoding: str = "utf-8") -> IO[str]:
     """Open a text file (``.gz`` transparently), strict decoding, universal newlines.
+
+    A UTF-8 byte-order mark at the start of the file is dropped.
 
     Args:
         path: the file.
@@ -138,13 +150,14 @@ def open_text(path: PathLike, encoding: str = "utf-8") -> IO[str]:
     Returns:
         A text file object.
     """
-    return io.TextIOWrapper(open_binary(path), encoding=encoding, newline=None)
+    return io.TextIOWrapper(open_binary(path), encoding=_without_bom(encoding), newline=None)
 
 
 def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` with 1-based line numbers and the newline removed.
 
-    Decoding errors are reported as ``ValueError`` naming the file and the line.
+    Decoding errors are reported as ``ValueError`` naming the file and the line. A UTF-8
+    byte-order mark at the start of the file is dropped.
 
     Args:
         path: the file (``.gz`` transparently).
@@ -153,10 +166,11 @@ def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[tuple[int, s
     Yields:
         ``(line_number, line)`` pairs.
     """
+    first_codec = _without_bom(encoding)
     with open_binary(path) as f:
         for number, raw in enumerate(f, start=1):
             try:
-                line = raw.decode(encoding)
+                line = raw.decode(first_codec if number == 1 else encoding)
             except UnicodeDecodeError as err:
                 raise ValueError(
                     f"{path}:{number}: expected {encoding} text; {err.reason} at byte {err.start}"

@@ -183,11 +183,12 @@ class TaggingFormat:
             raise ValueError(f"{path}: expected {what} (one token per line); the file has none")
         return list(corpus.sequences)
 
-    def read_labeled(self, path: PathLike) -> list[Sequence]:
+    def read_labeled(self, path: PathLike, unknown_tags: bool = False) -> list[Sequence]:
         """Read a tagged file (training, dev or test), tags converted to BIO.
 
         Before :meth:`fit` the tags are only checked against the scheme (if given); after it,
-        a tag outside the learned tag set is an error.
+        a tag outside the learned tag set is an error unless ``unknown_tags`` (scoring
+        predictions against a file whose tags the model never saw: they count as errors).
 
         Raises:
             ValueError: naming the file and line of a malformed line, a line without a tag
@@ -206,7 +207,7 @@ class TaggingFormat:
                     raise ValueError(f"{path}:{seq.line + t}: {problem} (tag_scheme {scheme!r}, "
                                      f"{origin})")
             bio = to_bio(seq.labels, scheme)
-            if known:
+            if known and not unknown_tags:
                 for t, tag in enumerate(bio):
                     if tag not in known:
                         raise ValueError(

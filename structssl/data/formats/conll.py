@@ -31,6 +31,7 @@ __all__ = [
     "DOCSTART",
     "CONLL2002_LABELS",
     "CONLL2002_SPLITS",
+    "NoTagColumnError",
     "read_columns",
     "read_conll",
     "load_conll2002",
@@ -59,6 +60,11 @@ def _check_bio(tag: str) -> bool:
 
 def _short(line: str, limit: int = 60) -> str:
     return repr(line if len(line) <= limit else line[:limit] + "...")
+
+
+class NoTagColumnError(ValueError):
+    """A file read for its tags has no tag column: its first line has too few columns (e.g. an
+    untagged file, the token alone per line)."""
 
 
 def read_columns(
@@ -157,7 +163,7 @@ def read_columns(
         if expected is None:
             expected = len(cols)
             if label_column is not None and token_column % expected == label_column % expected:
-                raise ValueError(
+                raise NoTagColumnError(
                     f"{path_s}:{number}: expected a token and a label column; got {expected} "
                     f"column(s), where token_column={token_column} and label_column="
                     f"{label_column} are the same column (is this file untagged?)"
@@ -166,7 +172,8 @@ def read_columns(
             named += [("feature_columns", c) for c in feature_columns or ()]
             for name, col in named:
                 if col is not None and not -expected <= col < expected:
-                    raise ValueError(
+                    error = NoTagColumnError if name == "label_column" else ValueError
+                    raise error(
                         f"{path_s}:{number}: {name}={col} is out of range for the {expected} "
                         f"column(s) of this line: {_short(line)}"
                     )
