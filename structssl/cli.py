@@ -132,6 +132,8 @@ def _predict(argv: Sequence[str]) -> int:
     parser.add_argument("--kbest", type=int, default=1,
                         help="add the tags of the 2nd..k-th best taggings as further columns")
     parser.add_argument("--batch_size", type=int, default=256, help="sentences decoded at once")
+    parser.add_argument("--encoding", type=Optional[str], default=None,
+                        help="the input's text encoding (default: the training files')")
     cfg = parser.parse_args(list(argv))
     from pathlib import Path
 
@@ -143,7 +145,7 @@ def _predict(argv: Sequence[str]) -> int:
     try:
         tagger = Tagger.load(cfg.model, batch_size=cfg.batch_size)
         summary = tagger.tag_file(cfg.input, cfg.output, confidence=cfg.confidence,
-                                  kbest=cfg.kbest)
+                                  kbest=cfg.kbest, encoding=cfg.encoding)
     except (FileNotFoundError, ValueError) as err:
         # a missing or bad checkpoint or input file, as `structssl fit` reports its data errors
         print(f"structssl predict: {err}", file=sys.stderr)

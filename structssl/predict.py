@@ -243,8 +243,17 @@ class Tagger:
         output: PathLike,
         confidence: bool = False,
         kbest: int = 1,
+        encoding: Optional[str] = None,
     ) -> dict[str, Any]:
         """Tag a file and write the predictions (format in the module docstring).
+
+        Args:
+            input: the file to tag (the training files' columns; the token alone per line, or
+                with its tag in the training layout).
+            output: where the predictions go (UTF-8).
+            confidence: add each tag's marginal probability.
+            kbest: add the 2nd .. k-th best taggings.
+            encoding: the input's text encoding (default: the training files').
 
         Returns:
             ``{"sentences": ..., "tokens": ...}``, plus ``span_f1`` / ``token_accuracy``
@@ -259,8 +268,16 @@ class Tagger:
         input = Path(input)
         if not input.is_file():
             raise FileNotFoundError(f"no such input file: {input}")
-        gold, not_scored = self._gold(input)  # the sentences with their tags, if it has them
-        sentences = gold if gold is not None else self.format.read_tokens(input)
+        reader = self.format
+        if encoding is not None and encoding != reader.encoding:
+            reader = TaggingFormat.from_state_dict({**reader.state_dict(), "encoding": encoding})
+        try:
+            gold, not_scored = self._gold(reader, input)  # the sentences with their tags
+            sentences = gold if gold is not None else reader.read_tokens(input)
+        except ValueError as err:
+            if "expected " + reader.encoding + " text" in str(err):
+                raise ValueError(f"{err} (pass the input's encoding: --encoding / encoding=)") from None
+            raise
         predictions = self.predict(sentences, confidence=confidence, kbest=kbest)
         output = Path(output)
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -283,16 +300,22 @@ class Tagger:
             summary["not_scored"] = not_scored
         return summary
 
-    def _gold(self, path: Path) -> tuple[Optional[list[Sequence]], Optional[str]]:
+    @staticmethod
+    def _gold(
+        reader: TaggingFormat, path: Path
+    ) -> tuple[Optional[list[Sequence]], Optional[str]]:
         """The input's sentences with their (BIO) tags when it has the training layout's tag
-        column; else ``None`` and, for a tag column that cannot be read, the reason."""
+        column; else ``None`` and, for a tag column that cannot be read, the reason. A file
+        that cannot be decoded raises."""
         from structssl.data.formats.conll import NoTagColumnError
 
         try:
-            return self.format.read_labeled(path, unknown_tags=True), None
+            return reader.read_labeled(path, unknown_tags=True), None
         except NoTagColumnError:
             return None, None  # untagged input: nothing to score against
         except ValueError as err:
+            if "expected " + reader.encoding + " text" in str(err):
+                raise
             return None, str(err)
 
     def _score(self, predictions: list[TaggedSentence], gold: list[Sequence]) -> dict[str, Any]:

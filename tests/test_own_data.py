@@ -433,6 +433,28 @@ def test_predict_scores_tags_the_model_never_saw_as_errors(
     assert set(tagger.tag_file(root / "NEW.txt", root / "plain.conll")) == {"sentences", "tokens"}
 
 
+def test_predict_reads_an_input_in_another_encoding(
+    corpus: dict[str, Any], run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = corpus["root"]
+    text = (root / "NEW.txt").read_text(encoding="utf-8").replace("dia", "día")
+    (root / "utf8.txt").write_text(text, encoding="utf-8")
+    (root / "latin1.txt").write_text(text, encoding="latin-1")
+    assert main(["predict", "--model", str(run_dir), "--input", str(root / "latin1.txt"),
+                 "--output", str(root / "l.conll")]) == 2
+    err = capsys.readouterr().err
+    assert "expected utf-8 text" in err and "--encoding" in err
+    assert main(["predict", "--model", str(run_dir), "--input", str(root / "latin1.txt"),
+                 "--output", str(root / "l.conll"), "--encoding", "latin-1"]) == 0
+    assert main(["predict", "--model", str(run_dir), "--input", str(root / "utf8.txt"),
+                 "--output", str(root / "u.conll")]) == 0
+    assert (root / "l.conll").read_text(encoding="utf-8") == (root / "u.conll").read_text(
+        encoding="utf-8") and "día" in (root / "u.conll").read_text(encoding="utf-8")
+    assert main(["predict", "--model", str(run_dir), "--input", str(root / "utf8.txt"),
+                 "--output", str(root / "u.conll"), "--encoding", "klingon"]) == 2
+    assert "encoding must name a text encoding" in capsys.readouterr().err
+
+
 def test_predict_confidence_and_kbest_columns(corpus: dict[str, Any], run_dir: Path) -> None:
     root = corpus["root"]
     out = root / "conf.conll"
@@ -745,3 +767,13 @@ def test_predict_input_with_a_sentence_per_line_gets_a_hint(
     assert err.startswith(f"structssl predict: {text}:2: expected 6 columns separated by whitespace; got 9")
     assert err.endswith("is this a sentence per line?)") and "\n" not in err
     assert not out.exists()
+
+
+def test_best_checkpoint_is_the_model_alone(run_dir: Path) -> None:
+    """``best.ckpt`` (what predict and test read) has no optimizer state; ``last.ckpt``, the
+    file a run resumes from, keeps it."""
+    best, last = (torch.load(run_dir / "checkpoints" / f"{name}.ckpt", map_location="cpu",
+                             weights_only=False) for name in ("best", "last"))
+    assert "optimizer_states" not in best and "callbacks" not in best
+    assert last["optimizer_states"] and last["callbacks"]
+    assert best["structssl"]["data_format"] is not None and best["hyper_parameters"]

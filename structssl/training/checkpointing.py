@@ -9,6 +9,12 @@ The dev metric is the procedure's :meth:`~structssl.training.modules.StructuredM
 (``val/span_f1`` for BIO tagging, ``val/token_accuracy`` for other sequences, ...), higher is
 better; it is chosen at setup, when the data module's dev split is known. Without dev
 examples only ``last.ckpt`` is written.
+
+``last.ckpt`` holds everything a resumed run needs (optimizer state, callbacks, RNG state);
+``best.ckpt`` is the model alone (weights, configuration, data format: what ``structssl
+predict``, ``structssl test --ckpt_path`` and ``load_from_checkpoint`` read), without the
+optimizer state (a CRF on CoNLL-2002's training file: 6.7 MB instead of 90, the rest being the
+L-BFGS history). Resume from ``last.ckpt``.
 """
 
 from __future__ import annotations
@@ -39,8 +45,8 @@ class LastCheckpoint(ModelCheckpoint):
 
 
 class BestCheckpoint(ModelCheckpoint):
-    """``best.ckpt``: the model of the best dev metric so far (see the module docstring);
-    nothing without dev examples.
+    """``best.ckpt``: the model of the best dev metric so far, weights only (see the module
+    docstring); nothing without dev examples.
 
     Args:
         dirpath: where the file goes (the CLI passes ``<default_root_dir>/checkpoints``).
@@ -49,7 +55,7 @@ class BestCheckpoint(ModelCheckpoint):
     def __init__(self, dirpath: Union[str, Path]) -> None:
         super().__init__(
             dirpath=dirpath, filename=BEST, monitor="val/unset", mode="max", save_top_k=1,
-            enable_version_counter=False,
+            enable_version_counter=False, save_weights_only=True,
         )
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
