@@ -148,7 +148,6 @@ class CuttingPlaneSSVM(Baseline):
         clock = Clock()
         psi_gold = fmap.psi(inputs, labels, lengths)
         w = np.zeros(fmap.dim)
-        rows: list[sp.csr_matrix] = []  # constraint vectors a_c (1 x d each)
         vecs = sp.csr_matrix((0, fmap.dim))
         offsets = np.zeros(0)
         groups = np.zeros(0, dtype=np.int64)

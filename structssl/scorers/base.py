@@ -472,7 +472,6 @@ class LinearInputs(nn.Module):
             inputs: (*lead, F) long (sparse), (*lead,) long (words) or (*lead, D) float (dense)
             -> (*lead, out_features).
         """
-        lead = inputs.shape[: inputs.dim() - self.input_ndim]
         if self.kind == "num_features":
             out = sparse_feature_sum(inputs, self.weight)  # (*lead, out)
         elif self.kind == "num_words":

@@ -234,21 +234,20 @@ class LinearChainScorer(Scorer):
         Shape:
             inputs: (B, N, F) / (B, N) / (B, N, D), lengths: (B,) -> (B, N, C).
         """
-        unary, _ = self._unary(inputs, lengths)
-        return unary
+        unary, lengths = self._unary(inputs, lengths)
+        valid = LinearChain.valid_mask(lengths, unary.shape[1]).unsqueeze(2)  # (B, N, 1)
+        return torch.where(valid, unary, torch.zeros((), dtype=unary.dtype, device=unary.device))
 
     def _unary(self, inputs: Tensor, lengths: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+        """The unary potentials (B, N, C), not yet zeroed at padded positions (the head does
+        that once), and the checked lengths."""
         emission, _ = self._built()
         emission.check(inputs, "B, N")
         b, n = inputs.shape[:2]
         if n == 0:
             raise ValueError(f"inputs must have N >= 1 positions; got shape {tuple(inputs.shape)}")
         lengths = check_lengths(lengths, b, n, inputs.device, self.validate)
-        unary = emission(inputs)  # (B, N, C)
-        valid = LinearChain.valid_mask(lengths, n).unsqueeze(2)  # (B, N, 1)
-        return torch.where(
-            valid, unary, torch.zeros((), dtype=unary.dtype, device=unary.device)
-        ), lengths
+        return emission(inputs), lengths
 
     def forward(
         self, inputs: Tensor, lengths: Optional[Tensor] = None
