@@ -17,12 +17,13 @@ Methods (all linear chains over :class:`~structssl.baselines.ChainFeatureMap`, H
 * ``svm_margin``: the same with margin rescaling (exact oracle);
 * ``cosvm``: :class:`~structssl.baselines.CoSVM` (Tables 6.1, 6.2; slack rescaling, peer
   confidence min(gamma, 1)), C = 1, r_max = 10;
-* ``nabla_cosvm``: the nabla-coSVM objective of :class:`~structssl.training.CoTrainingModule`
-  (OP 7.5, :class:`~structssl.losses.NablaCoSVMLoss`, eps = 0.3, rho = 10) written out as
-  ``1/2 (||w^a||^2 + ||w^b||^2) + C sum_labeled (xi^a + xi^b) + C C_u sum_unlabeled (xi^a + xi^b)``
-  over the same feature maps and minimised by full-batch L-BFGS with C_u ramped up
-  (C_u / 100, C_u / 10, C_u; warm starts), so that every method sees the same features (the
-  Lightning module's objective is this one divided by n).
+* ``nabla_cosvm``: :class:`~structssl.training.CoTrainingModule` (OP 7.5,
+  :class:`~structssl.losses.NablaCoSVMLoss`, eps = 0.3, rho = 10) fitted by ``pl.Trainer`` on
+  the draw's data module, as ``configs/tagger_ssl_cosvm.yaml`` trains it: full-batch L-BFGS,
+  C_u annealed C_u / 100, C_u / 10, C_u by the module's ``cu_start`` / ``cu_factor``, its
+  objective ``(||w^a||^2 + ||w^b||^2) / 2n + C mean_labeled (xi^a + xi^b) + C C_u (m / n)
+  mean_unlabeled (xi^a + xi^b)`` (the thesis's, divided by n) over the same token features
+  (the views' ``LinearChainScorer``s: the features of the ``ChainFeatureMap``s above).
 
 Every prediction of a two-view method uses the joint ``f^a + f^b`` (thesis eq. 5.7).
 C_u is one fixed value for the three semi-supervised methods (the thesis tunes it by
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+import pytorch_lightning as pl
 import torch
 from torch import Tensor
 
@@ -88,6 +90,7 @@ class Draw:
         self.map_a = ChainFeatureMap(NUM_LABELS, num_features=fa)
         self.map_b = ChainFeatureMap(NUM_LABELS, num_features=fb)
         self.map_ab = ChainFeatureMap(NUM_LABELS, num_features=fa + fb - 1)
+        self._dm, self._unlabeled_examples = dm, unl
         self.label_counts = torch.bincount(
             torch.cat([ex["labels"] for ex in dm.splits["labeled"]]), minlength=NUM_LABELS
         ).tolist()
@@ -104,6 +107,17 @@ class Draw:
                 y[i, : len(ex["labels"])] = ex["labels"]
             out["y"] = y
         return out
+
+    def data_module(self, m: int) -> Any:
+        """The draw's ``CoNLLDataModule`` with its unlabeled split cut to the first ``m`` of the
+        kept (10..40-token) unlabeled sentences, as :meth:`unlabeled_part` does; no dev split
+        (the thesis's protocol has none)."""
+        if m > len(self._unlabeled_examples):
+            raise ValueError(f"only {len(self._unlabeled_examples)} unlabeled sentences were "
+                             f"drawn; asked {m}")
+        self._dm.splits["unlabeled"][:] = self._unlabeled_examples[:m]
+        self._dm.splits["dev"][:] = []
+        return self._dm
 
     def unlabeled_part(self, m: int) -> Optional[dict[str, Tensor]]:
         if m == 0 or self.unlabeled is None:
@@ -145,53 +159,59 @@ def single_predict(d: Draw, w: np.ndarray) -> Tensor:
         return d.map_ab.structure.argmax(d.map_ab.potentials(torch.from_numpy(w), t["ab"], t["n"]), t["n"])[0]
 
 
-def nabla_cosvm(d: Draw, u: Optional[dict[str, Tensor]], C: float, cu: float, time_limit: float,
-                steps_per_stage: int = 40) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Full-batch L-BFGS on the nabla-coSVM objective (module docstring), C_u ramped up."""
-    g = torch.Generator().manual_seed(0)
-    w1 = (1e-3 * torch.randn(d.map_a.dim, generator=g, dtype=torch.float64)).requires_grad_(True)
-    w2 = (1e-3 * torch.randn(d.map_b.dim, generator=g, dtype=torch.float64)).requires_grad_(True)
-    loss = NablaCoSVMLoss(epsilon=0.3, rho=10.0, reduction="sum")
-    lab = d.labeled
-    st = d.map_a.structure
-    clock = Clock()
-    evals, steps, stopped = 0, 0, "max_steps"
-    stages = [cu / 100.0, cu / 10.0, cu] if (u is not None and cu > 0) else [0.0]
-    for cu_now in stages:
-        opt = torch.optim.LBFGS([w1, w2], lr=1.0, max_iter=10, history_size=20,
-                                line_search_fn="strong_wolfe", tolerance_grad=1e-9, tolerance_change=1e-12)
+class _StopAtCpuTime(pl.Callback):
+    """Stop fitting after the epoch in which the process's CPU time passed ``limit`` seconds
+    (the other methods' ``time_limit`` is in CPU seconds too)."""
 
-        def closure() -> Tensor:
-            nonlocal evals
-            opt.zero_grad()
-            obj = 0.5 * (w1.dot(w1) + w2.dot(w2)) + C * loss(
-                st, d.map_a.potentials(w1, lab["a"], lab["n"]), d.map_b.potentials(w2, lab["b"], lab["n"]),
-                lab["y"], lab["n"])
-            if cu_now > 0 and u is not None:
-                obj = obj + C * cu_now * loss(
-                    st, d.map_a.potentials(w1, u["a"], u["n"]), d.map_b.potentials(w2, u["b"], u["n"]),
-                    None, u["n"])
-            obj.backward()
-            evals += 1
-            return obj
+    def __init__(self, limit: float) -> None:
+        self.limit, self.start = limit, time.process_time()
 
-        prev = None
-        stopped = "max_steps"
-        for _ in range(steps_per_stage):
-            val = float(opt.step(closure).detach())
-            steps += 1
-            if prev is not None and abs(prev - val) <= 1e-4 * abs(val):
-                stopped = "rel_change"
-                break
-            prev = val
-            if clock.elapsed() > time_limit:
-                stopped = "time_limit"
-                break
-        if stopped == "time_limit":
-            break
-    info = {"function_evaluations": evals, "steps": steps, "stopped_by": stopped,
-            "cu_stages": stages, "fit_time_s": clock.elapsed()}
-    return w1.detach().numpy().copy(), w2.detach().numpy().copy(), info
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if time.process_time() - self.start > self.limit:
+            trainer.should_stop = True
+
+
+def nabla_cosvm(d: Draw, m: int, C: float, cu: float, time_limit: float,
+                iterations_per_epoch: int = 40) -> tuple[Tensor, dict[str, Any]]:
+    """nabla-coSVM as ``configs/tagger_ssl_cosvm.yaml`` trains it: a
+    :class:`~structssl.training.CoTrainingModule` (OP 7.5, ``NablaCoSVMLoss`` eps = 0.3,
+    rho = 10 on both terms) fitted by ``pl.Trainer`` on the draw's data module with its first
+    ``m`` unlabeled sentences, full-batch L-BFGS, C_u annealed C_u / 100, C_u / 10, C_u (the
+    module's ``cu_start`` / ``cu_factor``, one epoch each), then at C_u until the objective
+    changes by less than 1e-4 over an epoch (``tolerance``), the CPU time limit or 12 epochs.
+    Returns the joint (f^a + f^b) predictions on the test sentences and the run's facts."""
+    from structssl.scorers import LinearChainScorer, TwoViewScorer
+    from structssl.structures import LinearChain
+    from structssl.training import CoTrainingModule
+
+    dm = d.data_module(m)
+    torch.manual_seed(0)
+    model = CoTrainingModule(
+        structure=LinearChain(),
+        scorer=TwoViewScorer(LinearChainScorer(factored=True, init_std=1e-3),
+                             LinearChainScorer(factored=True, init_std=1e-3)),
+        loss=NablaCoSVMLoss(epsilon=0.3, rho=10.0), C=C, Cu=C * cu if m else 0.0,
+        cu_start=0.01 if m else None, cu_factor=10.0, optimizer="lbfgs",
+        lbfgs_max_iter=iterations_per_epoch, tolerance=1e-4,
+    )
+    trainer = pl.Trainer(
+        max_epochs=12, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, accelerator="cpu", num_sanity_val_steps=0,
+        callbacks=[_StopAtCpuTime(time_limit)],
+    )
+    start = time.process_time()
+    trainer.fit(model, datamodule=dm)
+    fit_time = time.process_time() - start
+    model.eval()
+    with torch.no_grad():
+        pred = model.decode(dm.collate(dm.splits["test"]))
+    info = {"epochs": trainer.current_epoch, "stopped_by": (
+        "tolerance" if model.converged is not None else
+        "time_limit" if trainer.current_epoch < trainer.max_epochs else "max_epochs"),
+        "cu_schedule": "C_u / 100, C_u / 10, C_u (one epoch each), then C_u" if m else "none",
+        "lbfgs_iterations_per_epoch": iterations_per_epoch, "fit_time_s": fit_time,
+        "trained_by": "CoTrainingModule + pl.Trainer"}
+    return pred, info
 
 
 def run_cell(d: Draw, method: str, m: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -226,8 +246,7 @@ def run_cell(d: Draw, method: str, m: int, args: argparse.Namespace) -> dict[str
         info.update(epochs=len(model.history_), timed_out=model.timed_out_,
                     disagreements_last_epoch=model.history_[-1]["disagreements"])
     elif method == "nabla_cosvm":
-        w1, w2, extra = nabla_cosvm(d, u, args.C, args.cu, args.time_limit)
-        pred = joint_predict(d, w1, w2)
+        pred, extra = nabla_cosvm(d, m, args.C, args.cu, args.time_limit)
         info.update(extra)
     else:  # pragma: no cover
         raise ValueError(method)
