@@ -400,3 +400,48 @@ def test_kbest_rejects_float64_magnitudes_beyond_its_sentinel() -> None:
                                          r"magnitude below .* for N = 4; got 1e\+305"):
         chain.kbest(ChainPotentials.from_factors(emissions), 2)
     chain.argmax(ChainPotentials.from_factors(emissions))  # the other decoders take any finite value
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("lengths", [[200, 40, 3, 1], [64]], ids=["ragged", "single"])
+def test_lone_steps_of_the_longest_example_run_as_a_scan(shared: bool, lengths: list[int]) -> None:
+    """The steps where only the longest example runs (160 here; all 64 of a lone example) go
+    through prefix products; log Z, its gradient (the marginals) and the marginals equal the
+    log-space edge layout's in float64."""
+    from structssl.structures._chain_factored import _solo_start
+
+    lens = torch.tensor(lengths)
+    b, n, c = len(lengths), max(lengths), 5
+    assert _solo_start(Plan(lens), c) == (lengths[1] if b > 1 else 1)
+    factors = _factors(b, n, c, shared, scale=2.0, seed=13, requires_grad=True)
+    chain = LinearChain(c)
+    pot = ChainPotentials.from_factors(*factors)
+    edges = chain.edge_potentials(pot, lens)
+    z, z_e = chain.log_partition(pot, lens), chain.log_partition(edges, lens)
+    torch.testing.assert_close(z, z_e, rtol=1e-12, atol=1e-10)
+    for got, want in zip(torch.autograd.grad(z.sum(), factors),
+                         torch.autograd.grad(z_e.sum(), factors)):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    marg = chain.marginals(pot, lens)
+    torch.testing.assert_close(marg.emissions, chain.node_parts(chain.marginals(edges, lens)))
+
+
+@pytest.mark.parametrize("emission_scale", [16.0, 120.0])
+def test_lone_steps_scan_in_float32_near_the_bound(emission_scale: float) -> None:
+    """Float32 at the exp-space bound (transitions spanning 16 nats) over 900 lone steps, and
+    emissions whose factors underflow (a range of up to 120 nats at a position): log Z and the
+    node marginals equal float64's to float32 rounding."""
+    g = torch.Generator().manual_seed(17)
+    lens = torch.tensor([1000, 100, 7])
+    b, n, c = 3, 1000, 6
+    emissions = torch.rand(b, n, c, generator=g) * emission_scale
+    transitions = torch.rand(c, c, generator=g) * 16.0
+    chain = LinearChain(c)
+    pot = ChainPotentials.from_factors(emissions, transitions)
+    plan = Plan(lens)
+    assert exp_space_exact(pot, plan, plan.time_major(emissions))
+    double = ChainPotentials.from_factors(emissions.double(), transitions.double())
+    torch.testing.assert_close(chain.log_partition(pot, lens).double(),
+                               chain.log_partition(double, lens), rtol=2e-6, atol=1e-3)
+    torch.testing.assert_close(chain.marginals(pot, lens).emissions.double(),
+                               chain.marginals(double, lens).emissions, rtol=0, atol=2e-4)

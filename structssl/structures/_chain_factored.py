@@ -145,6 +145,11 @@ class Plan:
             sizes.append(alive)
         self.batch_sizes = sizes
         self.rows = torch.arange(b, device=lengths.device)
+        # the longest example's lone steps: batch_sizes[t] == 1 for t >= solo (n: none)
+        solo = self.n
+        while solo > 1 and sizes[solo - 1] == 1:
+            solo -= 1
+        self.solo = solo
 
     def sort(self, x: Tensor) -> Tensor:
         """Batch-first ``x`` in sorted example order (no copy when already sorted)."""
@@ -235,16 +240,85 @@ def exp_space_exact(potentials: ChainPotentials, plan: Plan, emissions_tm: Tenso
     return 2.0 * (2.0 * stats[4] + stats[5]) + 4.0 * math.log(c) + 4.0 < floor
 
 
+#: the longest example's steps alone at the end of a batch (one very long sentence, e.g. a
+#: 1,238-token table in CoNLL-2002's training file) run as a parallel prefix scan of their
+#: (C, C) step matrices once there are at least this many of them, and C is at most
+#: ``SOLO_SCAN_MAX_LABELS``: log2(L) batched matrix products instead of L small sequential
+#: steps (each a few kernels whose cost is their launch). Its work, L log2(L) C^3, would
+#: outgrow the saved launches at large C.
+SOLO_SCAN_MIN_STEPS = 16
+SOLO_SCAN_MAX_LABELS = 16
+
+
+def _solo_start(plan: Plan, c: int) -> int:
+    """Where the steps of the longest example alone start to run as a scan (``n``: nowhere)."""
+    if c <= SOLO_SCAN_MAX_LABELS and plan.n - plan.solo >= SOLO_SCAN_MIN_STEPS:
+        return plan.solo
+    return plan.n
+
+
+def _prefix_products(mats: Tensor) -> Tensor:
+    """Inclusive prefix products ``P_j = M_0 M_1 ... M_j`` of (L, C, C) non-negative matrices,
+    each rescaled to a maximum of 1 (a scale-free direction: only normalised vectors are read
+    from them), by ``ceil(log2 L)`` rounds of batched matrix products (Hillis-Steele)."""
+    out = mats / mats.amax(dim=(1, 2), keepdim=True)
+    step = 1
+    while step < out.shape[0]:
+        nxt = out.clone()
+        prod = torch.bmm(out[:-step], out[step:])
+        nxt[step:] = prod.div_(prod.amax(dim=(1, 2), keepdim=True))
+        out, step = nxt, 2 * step
+    return out
+
+
+def _forward_solo(ex: Tensor, weights: Tensor, alpha: Tensor, scale: Tensor, start: int,
+                  shared: bool) -> None:
+    """The forward steps ``t >= start`` of example 0 (the only one running there), given
+    ``alpha[start - 1, 0]``: the directions of ``alpha_t`` from prefix products of the step
+    matrices ``W diag(ex_t)``, then every step's sum and normalised vector at once, as the
+    sequential step computes them."""
+    w = weights if shared else weights[0]
+    mats = w.unsqueeze(0) * ex[start:, 0].unsqueeze(1)  # (L, C, C): W[i, j] ex_t[j]
+    direction = alpha[start - 1, 0] @ _prefix_products(mats)  # (L, C), alpha_t up to scale
+    prev = torch.cat([alpha[start - 1, 0:1], direction[:-1]])
+    prev = prev / prev.sum(dim=1, keepdim=True)
+    step = torch.bmm(prev.unsqueeze(1), mats).squeeze(1)  # (L, C) = (alpha_{t-1} W) * ex_t
+    total = step.sum(dim=1, keepdim=True)
+    scale[start:, 0] = total
+    alpha[start:, 0] = step / total
+
+
+def _backward_solo(ex: Tensor, back: Tensor, beta: Tensor, ratio: Tensor, start: int,
+                   shared: bool) -> None:
+    """The beta steps ``t = n-1 .. start`` of example 0 (writing ``beta[t - 1, 0]`` and
+    ``ratio[t - 1, 0]``) from ``beta[n - 1, 0]``, as :func:`_forward_solo` does the forward:
+    ``beta_{t-1}`` is ``beta_t`` times ``diag(ex_t) W^T``."""
+    w = back if shared else back[0]
+    mats = (ex[start:, 0].unsqueeze(2) * w.unsqueeze(0)).flip(0)  # t = n-1 .. start
+    last = beta[-1, 0:1]
+    direction = last[0] @ _prefix_products(mats)  # (L, C): beta_{t-1} up to scale, t descending
+    nxt = torch.cat([last, direction[:-1]])
+    nxt = nxt / nxt.sum(dim=1, keepdim=True)  # beta_t, t = n-1 .. start
+    prev = torch.bmm(nxt.unsqueeze(1), mats).squeeze(1)  # (ex_t * beta_t) W^T
+    total = prev.sum(dim=1, keepdim=True)
+    ratio[start - 1 : -1, 0] = total.flip(0)
+    beta[start - 1 : -1, 0] = (prev / total).flip(0)
+
+
 def _forward_steps(ex: Tensor, weights: Tensor, alpha: Tensor, scale: Tensor, plan: Plan,
                    shared: bool) -> None:
     """The forward recursion's steps, written into ``alpha`` (zeros) and ``scale`` (ones):
-    ``alpha_t = normalise((alpha_{t-1} W) * ex_t)`` for the examples still running at ``t``."""
+    ``alpha_t = normalise((alpha_{t-1} W) * ex_t)`` for the examples still running at ``t``
+    (the longest example's lone last steps by :func:`_forward_solo`)."""
     b = ex.shape[1]
     torch.sum(ex[0], dim=1, keepdim=True, out=scale[0])
     torch.div(ex[0], scale[0], out=alpha[0])
     sizes = plan.batch_sizes
-    steps, factors, sums = alpha.unbind(0), ex.unbind(0), scale.unbind(0)  # views, made once
-    for t in range(1, ex.shape[0]):
+    solo = _solo_start(plan, ex.shape[2])
+    # views, made once, of the sequential steps only (a view costs about as much as a step's
+    # arithmetic on small batches)
+    steps, factors, sums = alpha[:solo].unbind(0), ex[:solo].unbind(0), scale[:solo].unbind(0)
+    for t in range(1, solo):
         k = sizes[t]
         prev, step, factor, total = steps[t - 1], steps[t], factors[t], sums[t]
         if k < b:  # only the examples still running
@@ -256,12 +330,15 @@ def _forward_steps(ex: Tensor, weights: Tensor, alpha: Tensor, scale: Tensor, pl
         step.mul_(factor)
         torch.sum(step, dim=1, keepdim=True, out=total)
         step.div_(total)
+    if solo < ex.shape[0]:
+        _forward_solo(ex, weights, alpha, scale, solo, shared)
 
 
 def _backward_steps(ex: Tensor, back: Tensor, end_beta: Tensor, beta: Tensor, ratio: Tensor,
                     plan: Plan, shared: bool) -> None:
     """The beta recursion's steps, written into ``beta`` (zeros) and ``ratio`` (ones), from
-    ``end_beta`` (B, C) at each example's last position; ``back`` is the transposed weights."""
+    ``end_beta`` (B, C) at each example's last position; ``back`` is the transposed weights
+    (the longest example's lone last steps by :func:`_backward_solo`)."""
     n, b, c = ex.shape
     if plan.ragged:
         beta[plan.lengths - 1, plan.rows] = end_beta
@@ -269,8 +346,11 @@ def _backward_steps(ex: Tensor, back: Tensor, end_beta: Tensor, beta: Tensor, ra
         beta[-1] = end_beta
     tmp = torch.empty(b, c, dtype=ex.dtype, device=ex.device)
     sizes = plan.batch_sizes
-    steps, factors, sums = beta.unbind(0), ex.unbind(0), ratio.unbind(0)  # views, made once
-    for t in range(n - 1, 0, -1):
+    solo = _solo_start(plan, c)
+    if solo < n:
+        _backward_solo(ex, back, beta, ratio, solo, shared)
+    steps, factors, sums = beta[:solo].unbind(0), ex[:solo].unbind(0), ratio[:solo].unbind(0)
+    for t in range(min(n, solo) - 1, 0, -1):
         k = sizes[t]
         w, nxt, factor, prev, total = tmp, steps[t], factors[t], steps[t - 1], sums[t - 1]
         if k < b:  # only the examples still running at t
