@@ -20,7 +20,9 @@ C times less memory and, on a CPU, far fewer and smaller per-step operations.
 
 Ragged batches are processed packed: examples sorted by decreasing length, time major, and at
 step ``t`` only the ``batch_sizes[t]`` examples still running are touched (no per-step masks,
-no steps past the longest example).
+no steps past the longest example). The steps where the longest example runs alone (at least
+``SOLO_SCAN_MIN_STEPS`` of them, C <= ``SOLO_SCAN_MAX_LABELS``) run as a parallel prefix scan
+of their step matrices in both recursions of :func:`factored_log_partition`.
 
 Internal module: the public entry point is :class:`~structssl.structures.LinearChain`.
 """
