@@ -25,8 +25,11 @@ Experiments (seed 001 ch. 7; the thesis's numbers are in ``shared/notes/thesis-d
 * ``coil``: the SSL-book COIL splits (``COIL_SPLITS`` of the 12 per size; ``CoilDataModule``),
   nabla-SVM and nabla-TSVM (0/1 cost, ``MultiClass(6)``, smax over all 5 competitors) at 10 and
   100 labeled points, transductive error on the unlabeled points, with a linear scorer on
-  z-scored pixels and with centred random Fourier features (``random_features=1000``, RBF
-  kernel, median-distance bandwidth).
+  z-scored pixels and with centred random Fourier features (``random_features=2000``, an RBF
+  kernel). Per split, C (and the kernel's bandwidth, a factor of the median distance between
+  points) is chosen by 5-fold cross-validation of nabla-SVM on the labeled points
+  (``COIL_C_GRID``, ``COIL_SIGMA_FACTORS``), the SSL book's model selection, and used by every
+  method of that split.
 * ``time``: CPU time (``time.process_time``) of nabla-SVM vs nabla-TSVM with 5x unlabeled
   examples (Fig. 7.3's setting) vs the number of labeled CoNLL sentences, both stopped by the
   same convergence test (the procedures' ``tolerance``).
@@ -102,6 +105,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, header, mean_std, record, write_results  # noqa: E402
 
+from structssl.data import SemiSupervisedDataModule, stack_collate  # noqa: E402
 from structssl.losses import NablaCoSVMLoss, NablaSVMLoss, NablaTSVMLoss  # noqa: E402
 from structssl.structures import LinearChain, MultiClass, Structure  # noqa: E402
 from structssl.training import (  # noqa: E402
@@ -197,13 +201,14 @@ class Fit:
 
 
 def nabla_module(structure: Structure, scorer: torch.nn.Module, cost: str, cu: float,
-                 k: int = 1, **options: Any) -> StructuredModule:
-    """nabla-TSVM (C_u = ``cu`` > 0) or nabla-SVM (``cu`` = 0, stopped at convergence)."""
+                 k: int = 1, c: float = C, **options: Any) -> StructuredModule:
+    """nabla-TSVM (C_u = ``cu`` > 0) or nabla-SVM (``cu`` = 0, stopped at convergence), with
+    the labeled weight ``c``."""
     svm = NablaSVMLoss(epsilon=EPSILON, rho=RHO, cost=cost, k=k)  # type: ignore[arg-type]
     if cu > 0:
         tsvm = NablaTSVMLoss(tau=TAU, rho=RHO, cost=cost, k=k)  # type: ignore[arg-type]
-        return TransductiveModule(structure, scorer, svm, tsvm, C=C, Cu=cu, **options)
-    return SupervisedModule(structure, scorer, svm, C=C, tolerance=TOLERANCE, **options)
+        return TransductiveModule(structure, scorer, svm, tsvm, C=c, Cu=cu, **options)
+    return SupervisedModule(structure, scorer, svm, C=c, tolerance=TOLERANCE, **options)
 
 
 def fit_nabla(module: StructuredModule, dm: Any, warm: int, ramp: int) -> Fit:
@@ -479,14 +484,62 @@ def run_conll_supervised(quick: bool, records: list[dict[str, Any]]) -> None:
 # =============================================================================== COIL
 PAPER_COIL = {10: (68.87, 67.50), 100: (25.42, 25.80)}
 COIL_SPLITS = 12  # the SSL book's 12 splits per size, as the thesis
-COIL_FEATURES = 1000  # random Fourier features of the "rff" rows
+COIL_FEATURES = 2000  # random Fourier features of the "rff" rows
 COIL_SCHEDULE = (30, 1, 5)  # L-BFGS iterations per epoch, warm-start epochs, K
 COIL_METHODS = {"nabla-SVM": 0.0, "nabla-TSVM": 1.0, "nabla-TSVM(Cu=0.1)": 0.1}  # name: C_u
+#: model selection per split by COIL_FOLDS-fold cross-validation of nabla-SVM on the labeled
+#: points (the SSL book's protocol for its COIL baselines): C, and for the "rff" rows the
+#: kernel bandwidth as a factor of the median distance between points
+COIL_FOLDS = 5
+COIL_C_GRID = (1.0, 10.0, 100.0)
+COIL_SIGMA_FACTORS = (1.0, 0.5, 0.25)
+
+
+class _Points(SemiSupervisedDataModule):
+    """Fixed-size points given as example lists: one fold of the cross-validation (training
+    folds labeled, the held-out fold as test; no unlabeled points)."""
+
+    collate = staticmethod(stack_collate)
+
+    def __init__(self, labeled: list[Any], held_out: list[Any], num_labels: int) -> None:
+        super().__init__(shuffle=False)
+        self._lists = {"labeled": labeled, "unlabeled": [], "dev": [], "test": held_out}
+        self.num_labels = num_labels
+
+    def build(self) -> dict[str, list[Any]]:
+        return self._lists
+
+
+def _coil_fit(dm: Any, c: float, cu: float, seed: int, iters: int, warm: int, ramp: int
+              ) -> float:
+    """Error (%) on ``dm``'s test split of nabla-SVM / nabla-TSVM (C_u = ``cu``) with the
+    labeled weight ``c``; 0/1 cost, smax over all 5 competing classes (the thesis's smax over
+    every ybar != y, not only the runner-up)."""
+    from structssl.scorers import MultiClassScorer
+
+    torch.manual_seed(seed)
+    scorer = MultiClassScorer(6, input_dim=dm.input_dim, init_std=INIT_STD)
+    module = nabla_module(MultiClass(6), scorer, "zero_one", cu, k=5, c=c,
+                          lbfgs_max_iter=iters, task="multiclass")
+    return 100.0 * (1.0 - fit_nabla(module, dm, warm, ramp).test()["test/accuracy"])
+
+
+def _coil_cv_error(dm: Any, c: float, seed: int, iters: int) -> float:
+    """Mean held-out error of nabla-SVM over COIL_FOLDS folds of ``dm``'s labeled points."""
+    labeled = dm.splits["labeled"]
+    order = torch.randperm(len(labeled), generator=torch.Generator().manual_seed(seed)).tolist()
+    errors = []
+    for fold in range(COIL_FOLDS):
+        held = set(order[fold::COIL_FOLDS])
+        part = _Points([labeled[i] for i in order if i not in held],
+                       [labeled[i] for i in sorted(held)], dm.num_labels)
+        part.input_dim = dm.input_dim
+        errors.append(_coil_fit(part, c, 0.0, seed, iters, 0, 0))
+    return sum(errors) / len(errors)
 
 
 def run_coil(quick: bool, records: list[dict[str, Any]]) -> None:
     from structssl.data import CoilDataModule
-    from structssl.scorers import MultiClassScorer
 
     splits = 2 if quick else COIL_SPLITS
     iters, warm, ramp = (20, 1, 3) if quick else COIL_SCHEDULE
@@ -494,28 +547,35 @@ def run_coil(quick: bool, records: list[dict[str, Any]]) -> None:
     for n in sizes:
         for features in ("linear", "rff"):
             errors: dict[str, list[float]] = {name: [] for name in COIL_METHODS}
+            chosen: list[dict[str, float]] = []
             for split in range(splits):
-                dm = CoilDataModule(num_labeled=n, split=split,  # type: ignore[arg-type]
-                                    random_features=COIL_FEATURES if features == "rff" else None,
-                                    feature_seed=split, shuffle=False)
-                try:
+                def module(factor: Optional[float], median: Optional[float] = None) -> Any:
+                    dm = CoilDataModule(
+                        num_labeled=n, split=split,  # type: ignore[arg-type]
+                        random_features=None if factor is None else COIL_FEATURES,
+                        kernel_sigma=None if median is None else factor * median,
+                        feature_seed=split, shuffle=False)
                     dm.setup()
+                    return dm
+                try:
+                    first = module(None if features == "linear" else 1.0)
                 except FileNotFoundError as err:
                     print(f"coil skipped: {err}", flush=True)
                     return
+                candidates = {None: first} if features == "linear" else {
+                    f: first if f == 1.0 else module(f, first.sigma) for f in COIL_SIGMA_FACTORS}
+                scores = {(f, c): _coil_cv_error(dm, c, split, iters)
+                          for f, dm in candidates.items() for c in COIL_C_GRID}
+                (factor, c), cv_error = min(scores.items(), key=lambda kv: kv[1])
+                chosen.append({"C": c, "sigma_factor": factor, "cv_error": round(cv_error, 2)})
                 for name, cu in COIL_METHODS.items():
-                    # k = 5: the smax runs over all five competing classes (the thesis's
-                    # smax over every ybar != y), not only the runner-up
-                    torch.manual_seed(split)
-                    scorer = MultiClassScorer(6, input_dim=dm.input_dim, init_std=INIT_STD)
-                    module = nabla_module(MultiClass(6), scorer, "zero_one", cu, k=5,
-                                          lbfgs_max_iter=iters, task="multiclass")
-                    accuracy = fit_nabla(module, dm, warm, ramp).test()["test/accuracy"]
-                    errors[name].append(100.0 * (1.0 - accuracy))
+                    errors[name].append(_coil_fit(candidates[factor], c, cu, split, iters, warm,
+                                                  ramp))
             for name, values in errors.items():
                 mean, std = mean_std(values)
                 extra: dict[str, Any] = dict(std=round(std, 4), features=features,
-                                             per_split=[round(v, 2) for v in values])
+                                             per_split=[round(v, 2) for v in values],
+                                             chosen_per_split=chosen)
                 if name == "nabla-TSVM":
                     extra.update(paper_value=PAPER_COIL[n][0], paper_source="seed 001 sec. 7.4.2")
                 records.append(record(BENCH, f"coil/labeled={n}/{features}", f"structssl:{name}",
@@ -650,14 +710,17 @@ def _schedule_text(s: tuple[int, int, int]) -> str:
 
 PROTOCOL = (
     "galaxy {gd} draws (the thesis's 20), labeled {gs}, {gsch}; COIL the {cs} splits per size "
-    "(the thesis's 12), {csch}; CoNLL 10 labeled + {cu} unlabeled of the esp.train sentences of "
+    "(the thesis's 12), {csch}, C in {cg} (and for the rff rows, {cf} random Fourier features, "
+    "the RBF bandwidth in {sf} x the median distance) chosen per split by {k}-fold "
+    "cross-validation of nabla-SVM on the labeled points; CoNLL 10 labeled + {cu} unlabeled of the esp.train sentences of "
     "10..40 tokens (thesis 0..2000), {cd} draws (scaled: thesis 100), {csch2}; nabla-SVM: the "
     "same epoch budget, stopped at a relative decrease < {tol:g} over an epoch; full supervised "
     "esp.train: one epoch of {si} L-BFGS iterations (sklearn-crfsuite capped the same); time: "
     "labeled {ts}, nabla-TSVM with 5x unlabeled, {tsch}, both run until the relative decrease "
     "over an epoch is < {tol:g}, at most {tm} epochs"
 ).format(gd=GALAXY_DRAWS, gs=GALAXY_SIZES, gsch=_schedule_text(GALAXY_SCHEDULE),
-         cs=COIL_SPLITS, csch=_schedule_text(COIL_SCHEDULE), cu=CONLL_UNLABELED,
+         cs=COIL_SPLITS, csch=_schedule_text(COIL_SCHEDULE), cg=list(COIL_C_GRID),
+         cf=COIL_FEATURES, sf=list(COIL_SIGMA_FACTORS), k=COIL_FOLDS, cu=CONLL_UNLABELED,
          cd=CONLL_DRAWS, csch2=_schedule_text(CONLL_SCHEDULE), tol=TOLERANCE,
          si=" / ".join(map(str, SUPERVISED_ITERS)), ts=TIME_SIZES,
          tsch=_schedule_text(TIME_SCHEDULE), tm=TIME_MAX_EPOCHS)
