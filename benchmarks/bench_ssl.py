@@ -549,21 +549,20 @@ def run_coil(quick: bool, records: list[dict[str, Any]]) -> None:
             errors: dict[str, list[float]] = {name: [] for name in COIL_METHODS}
             chosen: list[dict[str, float]] = []
             for split in range(splits):
-                def module(factor: Optional[float], median: Optional[float] = None) -> Any:
+                def module(factor: Optional[float]) -> Any:
                     dm = CoilDataModule(
                         num_labeled=n, split=split,  # type: ignore[arg-type]
                         random_features=None if factor is None else COIL_FEATURES,
-                        kernel_sigma=None if median is None else factor * median,
+                        bandwidth_factor=1.0 if factor is None else factor,
                         feature_seed=split, shuffle=False)
                     dm.setup()
                     return dm
+                factors = (None,) if features == "linear" else COIL_SIGMA_FACTORS
                 try:
-                    first = module(None if features == "linear" else 1.0)
+                    candidates = {f: module(f) for f in factors}
                 except FileNotFoundError as err:
                     print(f"coil skipped: {err}", flush=True)
                     return
-                candidates = {None: first} if features == "linear" else {
-                    f: first if f == 1.0 else module(f, first.sigma) for f in COIL_SIGMA_FACTORS}
                 scores = {(f, c): _coil_cv_error(dm, c, split, iters)
                           for f, dm in candidates.items() for c in COIL_C_GRID}
                 (factor, c), cv_error = min(scores.items(), key=lambda kv: kv[1])

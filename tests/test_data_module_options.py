@@ -159,6 +159,11 @@ def test_coil_random_features(tmp_path: Path) -> None:
                            data_dir=str(tmp_path))
     fixed.setup()
     assert fixed.sigma == 2.0 and fixed.splits["test"][0]["inputs"].shape == (8,)
+    # bandwidth_factor scales the median (a given kernel_sigma wins)
+    half = CoilDataModule(num_labeled=10, split=1, random_features=8, bandwidth_factor=0.5,
+                          data_dir=str(tmp_path))
+    half.setup()
+    assert half.sigma == pytest.approx(0.5 * dm.sigma, rel=1e-12)
     assert math.isclose(
         float(torch.stack([e["inputs"] for e in fixed.splits["test"]]).sum()),
         float(torch.stack([e["inputs"] for e in fixed.splits["unlabeled"]]).sum()), rel_tol=1e-5,
@@ -171,6 +176,9 @@ def test_coil_random_features_options_are_checked() -> None:
         CoilDataModule(random_features=0)
     with pytest.raises(ValueError, match="kernel_sigma must be a float > 0 or None; got -2"):
         CoilDataModule(random_features=4, kernel_sigma=-2)
+    for bad in (0.0, float("inf"), True):
+        with pytest.raises(ValueError, match=f"bandwidth_factor must be a float > 0; got {bad!r}"):
+            CoilDataModule(random_features=4, bandwidth_factor=bad)
 
 
 # ---------------------------------------------------------------------- CoNLL length bounds

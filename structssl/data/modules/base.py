@@ -39,6 +39,7 @@ path of the linear scorers on small data. Give ``batch_size`` (labeled) and
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import pytorch_lightning as pl
@@ -123,13 +124,16 @@ def stack_collate(examples: list[Example]) -> dict[str, Any]:
     return {key: torch.stack([ex[key] for ex in examples]) for key in examples[0]}
 
 
-def _check_bandwidth(sigma: Any, allow_none: bool = False) -> Optional[float]:
-    """``kernel_sigma`` of the data modules' random Fourier features: a number > 0 (or None
-    where a default bandwidth is derived from the data)."""
+def _check_bandwidth(sigma: Any, allow_none: bool = False, name: str = "kernel_sigma"
+                     ) -> Optional[float]:
+    """``kernel_sigma`` (or another bandwidth option, ``name``) of the data modules' random
+    Fourier features: a finite number > 0 (or None where a default bandwidth is derived from
+    the data)."""
     if sigma is None and allow_none:
         return None
-    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0:
-        raise ValueError(f"kernel_sigma must be a float > 0{' or None' if allow_none else ''}; got {sigma!r}")
+    if (isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0
+            or not math.isfinite(sigma)):
+        raise ValueError(f"{name} must be a float > 0{' or None' if allow_none else ''}; got {sigma!r}")
     return float(sigma)
 
 
