@@ -301,7 +301,7 @@ def run_citations(args: argparse.Namespace, res: Results) -> None:
 def run_ocr(args: argparse.Namespace, res: Results) -> None:
     from structssl.data import OcrDataModule
 
-    accs: dict[str, list[float]] = {"delta-ssvm": [], "gamma-ssvm": []}
+    accs: dict[str, list[float]] = {m: [] for m in args.ocr_methods}
     for fold in range(args.folds):
         t0 = time.time()
         dm = OcrDataModule(fold=fold, protocol=args.ocr_protocol, num_dev=200, num_test=args.ocr_test,
@@ -372,6 +372,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--ocr-outer", type=int, default=4)
     p.add_argument("--ocr-inner", type=int, default=3, help="epochs per outer iteration")
     p.add_argument("--ocr-lr", type=float, default=0.01)
+    p.add_argument("--ocr-methods", nargs="+", choices=["delta-ssvm", "gamma-ssvm"],
+                   default=["delta-ssvm", "gamma-ssvm"],
+                   help="OCR: the records to (re)compute; the others in --out are kept")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)
