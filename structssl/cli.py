@@ -156,7 +156,9 @@ def _predict(argv: Sequence[str]) -> int:
     if scores:
         line += "; against the input's tags: " + ", ".join(scores)
     if "unseen_tags" in summary:
-        line += f" (tags the model never saw, counted as errors: {summary['unseen_tags']})"
+        as_bio = "" if tagger.format.scheme in (None, "bio", "plain") else ", as BIO"
+        line += (f" (tags the model never saw{as_bio}, counted as errors: "
+                 f"{summary['unseen_tags']})")
     if "not_scored" in summary:
         line += f"; not scored against the input's tags: {summary['not_scored']}"
     print(line)
