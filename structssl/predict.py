@@ -34,6 +34,7 @@ from typing import Sequence as Seq
 import torch
 
 from structssl.data.batch import collate_sequences, pad_sequences
+from structssl.data.paths import DecodingError
 from structssl.data.records import Sequence
 from structssl.data.tag_schemes import to_bio
 from structssl.data.tagging import TaggingFormat
@@ -269,15 +270,13 @@ class Tagger:
         if not input.is_file():
             raise FileNotFoundError(f"no such input file: {input}")
         reader = self.format
-        if encoding is not None and encoding != reader.encoding:
-            reader = TaggingFormat.from_state_dict({**reader.state_dict(), "encoding": encoding})
+        if encoding is not None:
+            reader = reader.with_encoding(encoding)
         try:
             gold, not_scored = self._gold(reader, input)  # the sentences with their tags
             sentences = gold if gold is not None else reader.read_tokens(input)
-        except ValueError as err:
-            if "expected " + reader.encoding + " text" in str(err):
-                raise ValueError(f"{err} (pass the input's encoding: --encoding / encoding=)") from None
-            raise
+        except DecodingError as err:
+            raise DecodingError(f"{err} (pass the input's encoding: --encoding / encoding=)") from None
         predictions = self.predict(sentences, confidence=confidence, kbest=kbest)
         output = Path(output)
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -313,9 +312,9 @@ class Tagger:
             return reader.read_labeled(path, unknown_tags=True), None
         except NoTagColumnError:
             return None, None  # untagged input: nothing to score against
+        except DecodingError:
+            raise
         except ValueError as err:
-            if "expected " + reader.encoding + " text" in str(err):
-                raise
             return None, str(err)
 
     def _score(self, predictions: list[TaggedSentence], gold: list[Sequence]) -> dict[str, Any]:

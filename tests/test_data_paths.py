@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from structssl.data.paths import ENV_VAR, data_file, iter_lines, open_text, resolve_data_dir
+from structssl.data.paths import (
+    ENV_VAR, DecodingError, data_file, iter_lines, open_text, resolve_data_dir,
+)
 
 
 def test_resolve_argument_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,7 +75,7 @@ def test_gzip_and_encoding_errors(tmp_path: Path) -> None:
         open_text(fake)
     bad = tmp_path / "c.txt"
     bad.write_bytes(b"fine\n\xff\xfe\n")
-    with pytest.raises(ValueError, match=re.escape(f"{bad}:2: expected utf-8 text")):
+    with pytest.raises(DecodingError, match=re.escape(f"{bad}:2: expected utf-8 text")):
         list(iter_lines(bad))
     with pytest.raises(FileNotFoundError, match="no such file"):
         open_text(tmp_path / "missing.txt")

@@ -33,6 +33,7 @@ __all__ = [
     "open_binary",
     "open_text",
     "iter_lines",
+    "DecodingError",
 ]
 
 #: Environment variable naming the data directory.
@@ -129,6 +130,11 @@ def open_binary(path: PathLike) -> IO[bytes]:
     return open(path, "rb")
 
 
+class DecodingError(ValueError):
+    """A file's bytes are not text in the encoding it was read with (:func:`iter_lines`; the
+    message names the file, the line and the encoding)."""
+
+
 def _without_bom(encoding: str) -> str:
     """The codec that drops a leading UTF-8 byte-order mark where ``encoding`` is UTF-8.
 
@@ -156,8 +162,8 @@ def open_text(path: PathLike, encoding: str = "utf-8") -> IO[str]:
 def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` with 1-based line numbers and the newline removed.
 
-    Decoding errors are reported as ``ValueError`` naming the file and the line. A UTF-8
-    byte-order mark at the start of the file is dropped.
+    Decoding errors are reported as :class:`DecodingError` (a ``ValueError``) naming the
+    file and the line. A UTF-8 byte-order mark at the start of the file is dropped.
 
     Args:
         path: the file (``.gz`` transparently).
@@ -172,7 +178,7 @@ def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[tuple[int, s
             try:
                 line = raw.decode(first_codec if number == 1 else encoding)
             except UnicodeDecodeError as err:
-                raise ValueError(
+                raise DecodingError(
                     f"{path}:{number}: expected {encoding} text; {err.reason} at byte {err.start}"
                 ) from None
             yield number, line.rstrip("\r\n")

@@ -23,6 +23,7 @@ task ``"sequence"`` (token accuracy).
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Iterable, Optional
 from typing import Sequence as Seq
 
@@ -48,6 +49,14 @@ __all__ = ["TaggingFormat", "TAG_SCHEME_OPTIONS"]
 TAG_SCHEME_OPTIONS = ("auto", *SCHEMES)
 
 Example = dict[str, Tensor]
+
+
+def _check_encoding(encoding: Any) -> None:
+    """``encoding`` must name a text encoding (e.g. ``"utf-8"``, ``"latin-1"``)."""
+    try:
+        "".encode(encoding)
+    except (LookupError, TypeError):
+        raise ValueError(f"encoding must name a text encoding (e.g. 'utf-8'); got {encoding!r}") from None
 
 
 class TaggingFormat:
@@ -105,10 +114,7 @@ class TaggingFormat:
             )
         if separator is not None and (not isinstance(separator, str) or separator == ""):
             raise ValueError(f"separator must be a non-empty string or None; got {separator!r}")
-        try:
-            "".encode(encoding)
-        except (LookupError, TypeError):
-            raise ValueError(f"encoding must name a text encoding (e.g. 'utf-8'); got {encoding!r}") from None
+        _check_encoding(encoding)
         self.token_column = token_column
         self.tag_column = tag_column
         self.feature_columns = columns
@@ -167,6 +173,17 @@ class TaggingFormat:
         return out
 
     # ------------------------------------------------------------------ reading
+    def with_encoding(self, encoding: str) -> "TaggingFormat":
+        """The same format (tag set, features and all) reading files in ``encoding``.
+
+        Raises:
+            ValueError: ``encoding`` names no text encoding.
+        """
+        _check_encoding(encoding)
+        out = copy.copy(self)
+        out.encoding = encoding
+        return out
+
     def _read(self, path: PathLike, labeled: bool) -> list[Sequence]:
         corpus = read_columns(
             path,

@@ -50,7 +50,7 @@ from typing import Iterable, Literal, Optional, Union
 import torch
 from torch import Tensor
 
-from structssl.data.paths import PathLike, data_file, open_binary
+from structssl.data.paths import DecodingError, PathLike, data_file, open_binary
 from structssl.data.records import Vocabulary
 
 __all__ = [
@@ -193,7 +193,7 @@ def _decode(data: bytes, source: str, encoding: str) -> str:
         return data.decode(encoding)
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise ValueError(f"{source}:{line}: expected {encoding} text; {err.reason}") from None
+        raise DecodingError(f"{source}:{line}: expected {encoding} text; {err.reason}") from None
 
 
 def read_treebank(
