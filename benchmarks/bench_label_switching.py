@@ -6,6 +6,7 @@
     python benchmarks/bench_label_switching.py --full-protocol    # the paper's protocol
     python benchmarks/bench_label_switching.py --tasks crf        # the paper's CRF baseline row (citations)
     python benchmarks/bench_label_switching.py --tasks codl       # its CODL (I) column (CoDLModule)
+    python benchmarks/bench_label_switching.py --tasks diagnostic # what the constraints can fix (side experiment)
 
 Citations (seed 003 section 4.1.2, Table 2), inductive setting: N = 5, 20, 300 labeled
 citations (a seeded sample of citation_train.300 per partition), 1,000 unlabeled citations of
@@ -34,6 +35,19 @@ the supervised model and after annealing (final Cu; dev = the labeled set, so no
 Corpus constraint: the share of binary rules starting with S or @S, target = its share in the
 5 labeled trees (the paper: "more than 50% of grammar rules start with S"); leaf-rule
 switching with ``--num-trials`` trials per alternation.
+
+Diagnostic (``--tasks diagnostic``, a side experiment in ``results/label_switching_diagnostic.json``):
+what the citation constraints can correct in the supervised model's own test labelings, with
+the gold labels to score the result. Per partition the supervised model (the same first
+epoch as SSVM-LS) labels the test citations; then (a) :func:`label_switching` with the
+constraints above rewrites those labels at each ``--diagnostic-cu`` (the unlabeled hinge's
+weight relative to the constraint penalties: the annealing's range) and (b) an exact Viterbi
+decoding penalises every label change off punctuation by each ``--diagnostic-penalties``
+value (the corpus rule "a fraction 0.01 of the changes off punctuation" enforced exactly at
+the largest values). Recorded: test token accuracy of each, and the constraint statistics
+(AUTHOR share, share of label changes off punctuation) of the model's labels and of the gold
+ones. If neither (a) nor (b) raises the accuracy, pseudo-labels from these constraints carry
+little for the supervised step to learn.
 
 Timing: seconds of the supervised phase (the baseline's training time), per annealing step
 (one Cu value: its alternations, switching + L-BFGS) and of the whole run. Figures 2-4 of the
@@ -71,7 +85,8 @@ from structssl.constraints import (  # noqa: E402
     TransitionFraction,
     WordLabels,
 )
-from structssl.inference.label_switching import SymbolProportion  # noqa: E402
+from structssl.constraints import PunctuationTransitions  # noqa: E402
+from structssl.inference.label_switching import SymbolProportion, label_switching  # noqa: E402
 from structssl.losses.hinge import StructuredHingeLoss  # noqa: E402
 from structssl.metrics import task_metrics  # noqa: E402
 from structssl.scorers.chain import LinearChainScorer  # noqa: E402
@@ -204,6 +219,7 @@ def run_citations(n_labeled: int, partition: int, args: argparse.Namespace) -> d
         LinearChainScorer(dm.num_labels, num_features=dm.num_features, init_std=args.init_std),
         constraints=citations_constraints(args), C=args.C, supervised_epochs=args.supervised_epochs,
         max_passes=args.max_passes, lbfgs_max_iter=args.lbfgs_iter, seed=partition,
+        guide=None if args.guide_penalty is None else ConstraintSet([PunctuationTransitions(weight=args.guide_penalty)]),
     )
     annealing = LabelSwitchingAnnealing(
         start=args.start, factor=2.0, max_alternations=args.max_alternations,
@@ -290,6 +306,77 @@ def run_citations_codl(n_labeled: int, partition: int, args: argparse.Namespace)
     return out
 
 
+def run_citations_diagnostic(n_labeled: int, partition: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The diagnostic of the module docstring on one partition: the supervised model's test
+    labels rewritten by label switching (per Cu) and by an exact Viterbi decoding with a penalty
+    on label changes off punctuation (per penalty), scored against the gold labels."""
+    dm, sets = citations_data(n_labeled, partition, args.num_unlabeled, args)
+    module = LabelSwitchingModule(
+        LinearChain(dm.num_labels),
+        LinearChainScorer(dm.num_labels, num_features=dm.num_features, init_std=args.init_std),
+        constraints=citations_constraints(args), C=args.C, supervised_epochs=args.supervised_epochs,
+        lbfgs_max_iter=args.lbfgs_iter, seed=partition,
+    )
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _trainer([], args.supervised_epochs).fit(module, datamodule=dm)
+    module.eval()
+    batch, constraints = sets["test"], citations_constraints(args).bind(dm.label_names)
+    lengths, tokens, gold = batch["lengths"], batch["tokens"], batch["labels"]
+    with torch.no_grad():
+        potentials = module.decode_potentials(batch)
+        labels = module.decode(batch)
+        edges = module.structure.edge_potentials(potentials, lengths)
+    mask = torch.arange(gold.shape[1], device=gold.device)[None] < lengths[:, None]
+
+    def accuracy(y: torch.Tensor) -> float:
+        return 100.0 * float(((y == gold) & mask).sum() / mask.sum())
+
+    def shares(y: torch.Tensor) -> dict[str, float]:  # the corpus constraints' proportions
+        out = {}
+        for con in constraints.select(level="corpus"):
+            total = con.counts(y, lengths, tokens=tokens).sum(0)
+            out[con.name] = round(float(total[0] / total[1].clamp_min(1)), 4)
+        return out
+
+    out: dict[str, Any] = {"sup": accuracy(labels), "shares_model": shares(labels), "shares_gold": shares(gold)}
+    for cu in args.diagnostic_cu:
+        res = label_switching(module.structure, potentials, labels, lengths, constraints, tokens=tokens,
+                              cu=cu, max_passes=args.diagnostic_passes,
+                              generator=torch.Generator().manual_seed(partition))
+        out[f"switching/Cu={cu:g}"] = accuracy(res.labels)
+        out[f"switches/Cu={cu:g}"] = int(res.switches)
+    n, c = edges.shape[1], edges.shape[-1]  # edges[:, t]: the labels at t - 1 and t
+    off_punct = ~PunctuationTransitions().allowed_boundaries(tokens, lengths, n)
+    off = off_punct[:, :, None, None].to(edges) * (1 - torch.eye(c, dtype=edges.dtype, device=edges.device))
+    for penalty in args.diagnostic_penalties:
+        y, _ = module.structure.argmax(edges - penalty * off, lengths)
+        out[f"penalised-viterbi/penalty={penalty:g}"] = accuracy(y)
+    out["wall_s"] = time.perf_counter() - start
+    return out
+
+
+def diagnostic_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    task, out = f"citations/N={n_labeled}", []
+    keys = ["sup"] + [k for k in runs[0] if k.startswith(("switching/", "penalised-viterbi/"))]
+    for key in keys:
+        vals = [r[key] for r in runs]
+        gains = [v - r["sup"] for v, r in zip(vals, runs)]
+        mean, std = mean_std(vals)
+        more = {} if key == "sup" else {
+            "gain_over_sup": round(statistics.fmean(gains), 4),
+            **({"switches": [r["switches/" + key.split("/")[1]] for r in runs]} if key.startswith("switching/") else {}),
+        }
+        out.append(record(
+            BENCH, task, f"structssl:{key}", "test_token_accuracy", mean, "%", True, len(runs),
+            std=round(std, 4), per_partition=[round(v, 2) for v in vals], side_experiment=True,
+            shares_model=[r["shares_model"] for r in runs], shares_gold=[r["shares_gold"] for r in runs],
+            **more, **extra,
+        ))
+    return out
+
+
 def codl_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for method in ("codl", "codl-no-inference-constraints"):
@@ -320,11 +407,25 @@ def crf_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any
 
 
 def citations_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """Records of the SSVM-LS runs; with a guided start (``extra["guide_penalty"]``) they are
+    a side experiment: methods ``ssvm-ls-guided...`` without a paper value and no ``sup`` row
+    (the same supervised models as the main rows)."""
     task = f"citations/N={n_labeled}"
+    guided = extra.get("guide_penalty") is not None
     out = []
-    for method in ("sup", "ssvm-ls", "ssvm-ls-paper-selection", "ssvm-ls-final"):
+    for method in ("ssvm-ls", "ssvm-ls-paper-selection", "ssvm-ls-final") if guided else (
+            "sup", "ssvm-ls", "ssvm-ls-paper-selection", "ssvm-ls-final"):
         vals = [r[method] for r in runs]
         mean, std = mean_std(vals)
+        if guided:
+            gains = [v - r["sup"] for v, r in zip(vals, runs)]
+            out.append(record(
+                BENCH, task, "structssl:" + method.replace("ssvm-ls", "ssvm-ls-guided"), "test_token_accuracy",
+                mean, "%", True, len(runs), std=round(std, 4), per_partition=[round(v, 2) for v in vals],
+                sup_per_partition=[round(r["sup"], 2) for r in runs],
+                gain_over_sup=round(statistics.fmean(gains), 4), side_experiment=True, **extra,
+            ))
+            continue
         paper = PAPER_CITATIONS.get(OURS_VS_PAPER.get(method, ""), {}).get(n_labeled)
         out.append(record(
             BENCH, task, f"structssl:{method}", "test_token_accuracy", mean, "%", True, len(runs),
@@ -332,6 +433,8 @@ def citations_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[st
             **({"paper_value": paper, "paper_source": f"seed 003 Table 2 ({OURS_VS_PAPER[method]})"} if paper else {}),
             **extra,
         ))
+    if guided:
+        return out
     for name, col in PAPER_CITATIONS.items():
         out.append(record(BENCH, task, f"paper:{name}", "test_token_accuracy", col[n_labeled], "%", True, 5,
                           source="seed 003 Table 2 (quoted, not run here)"))
@@ -452,9 +555,16 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--quick", action="store_true", help="N = 5, 1 partition, 100 unlabeled, 1 permutation")
     parser.add_argument("--full-protocol", action="store_true", help="the paper's sizes (hours on a CPU)")
     parser.add_argument("--tasks", nargs="+", default=["citations", "parsing"],
-                        choices=["citations", "parsing", "crf", "codl"],
+                        choices=["citations", "parsing", "crf", "codl", "diagnostic"],
                         help="crf: the paper's supervised CRF baseline row on the citations; codl: its "
-                             "CODL (I) column, run with configs/codl_citations.yaml (neither by default)")
+                             "CODL (I) column, run with configs/codl_citations.yaml; diagnostic: what the "
+                             "constraints correct in the supervised model's test labels (none by default)")
+    parser.add_argument("--diagnostic-cu", type=float, nargs="+", default=[0.0, 0.125, 1.0],
+                        help="unlabeled hinge weights of the diagnostic's label switching")
+    parser.add_argument("--diagnostic-penalties", type=float, nargs="+", default=[0.5, 1.0, 2.0, 1e4],
+                        help="penalties per label change off punctuation of the diagnostic's Viterbi")
+    parser.add_argument("--diagnostic-passes", type=int, default=10,
+                        help="label-switching passes of the diagnostic")
     parser.add_argument("--crf-c-grid", type=float, nargs="+", default=[0.1, 1.0, 10.0, 100.0, 1000.0],
                         help="C values of the CRF baseline, chosen on dev")
     parser.add_argument("--labeled", type=int, nargs="+", help="N labeled citations (default 5 20 300)")
@@ -471,6 +581,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--instance-weight", type=float, default=1.0, help="r of the instance constraints")
     parser.add_argument("--corpus-weight", type=float, default=1000.0,
                         help="weight of the corpus proportions (per unit of proportion)")
+    parser.add_argument("--guide-penalty", type=float, default=None,
+                        help="start Y at the argmax with this penalty per label change off punctuation "
+                             "(LabelSwitchingModule(guide=...); a side experiment, not the paper's step 4)")
     parser.add_argument("--tree-weight", type=float, default=200.0, help="weight of the S-share constraint")
     parser.add_argument("--tree-lbfgs-iter", type=int, default=15, help="L-BFGS iterations per step (parsing)")
     parser.add_argument("--init-std", type=float, default=0.01,
@@ -487,6 +600,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     mode = "quick" if args.quick else ("full-protocol" if args.full_protocol else "scaled")
     out = args.out or (Path(tempfile.gettempdir()) / f"{BENCH}_quick.json" if args.quick else RESULTS / f"{BENCH}.json")
     plot_dir = out.parent
+    diagnostic_out = args.out or (out.parent / f"{BENCH}_diagnostic{'_quick' if args.quick else ''}.json")
     protocol = (
         f"{mode}: citations inductive, N in {args.labeled}, {args.partitions} of 5 partitions "
         f"(seeded samples of citation_train.300), {args.num_unlabeled} of 1,000 unlabeled, dev 100, "
@@ -528,10 +642,13 @@ def main(argv: Optional[list[str]] = None) -> None:
                       f"Cu {r['selected_Cu']:g}) {time.perf_counter() - t0:.0f}s", flush=True)
                 extra = dict(extra_common, num_unlabeled=args.num_unlabeled, max_passes=args.max_passes,
                              corpus_weight=args.corpus_weight, instance_weight=args.instance_weight,
-                             lbfgs_iter=args.lbfgs_iter)
+                             lbfgs_iter=args.lbfgs_iter,
+                             **({} if args.guide_penalty is None else {"guide_penalty": args.guide_penalty}))
                 merge(out, head, citations_records(n, runs, extra))
                 if not args.no_plots and p == 0:
-                    _plot(f"citations_N{n}", {f"citations N={n}, partition 0": r["history"]}, plot_dir, args.quick)
+                    guided = "" if args.guide_penalty is None else "_guided"
+                    _plot(f"citations_N{n}{guided}", {f"citations N={n}, partition 0{guided.replace('_', ', ')}": r["history"]},
+                          plot_dir, args.quick)
     # the paper's baseline columns run here: per task its runner, records and a summary line
     baselines = {
         "crf": (run_citations_crf, crf_records, {"mode": mode, "crf_c_grid": args.crf_c_grid},
@@ -539,6 +656,12 @@ def main(argv: Optional[list[str]] = None) -> None:
         "codl": (run_citations_codl, codl_records, {"mode": mode, "num_unlabeled": args.num_unlabeled},
                  lambda r: f"codl {r['codl']:.2f} (no I {r['codl-no-inference-constraints']:.2f}, "
                            f"switches {r['switches']})"),
+        "diagnostic": (run_citations_diagnostic, diagnostic_records,
+                       {"mode": mode, "num_unlabeled": args.num_unlabeled, "C": args.C,
+                        "instance_weight": args.instance_weight, "corpus_weight": args.corpus_weight,
+                        "passes": args.diagnostic_passes},
+                       lambda r: f"sup {r['sup']:.2f}, " + ", ".join(
+                           f"{k} {v:.2f}" for k, v in r.items() if k.startswith(("switching/", "penalised")))),
     }
     for task in [t for t in baselines if t in args.tasks]:
         run, records, extra, summary = baselines[task]
@@ -548,7 +671,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                 task_runs[n].append(run(n, p, args))
                 r = task_runs[n][-1]
                 print(f"citations N={n} partition {p}: {summary(r)} {r['wall_s']:.0f}s", flush=True)
-                merge(out, head, records(n, task_runs[n], extra))
+                merge(diagnostic_out if task == "diagnostic" else out, head, records(n, task_runs[n], extra))
     print(f"results: {out}")
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from structssl.constraints import (
     AllowedFirst,
+    PunctuationTransitions,
     AtMostOnce,
     ConsecutiveFields,
     ConstraintSet,
@@ -417,6 +418,41 @@ def test_module_errors():
         LabelSwitchingAnnealing(factor=1.0)
     with pytest.raises(ValueError, match="mode must be 'max' or 'min'"):
         LabelSwitchingAnnealing(mode="best")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_guided_start_is_the_brute_force_penalised_argmax(seed):
+    """With ``guide`` the first labels maximise s(y) - sum_k weight_k * violations_k(y) (every
+    labeling enumerated), per example of a ragged batch; without it they are the argmax."""
+    pot, lengths, tokens, _ = _problem(seed, 4, 4)
+    guide = ConstraintSet([PunctuationTransitions(weight=1.5), WordLabels(words=["x"], labels=["b"], weight=0.7),
+                           AllowedFirst(["a"], weight=2.0)], labels=NAMES)
+    module = LabelSwitchingModule(LinearChain(3), LinearChainScorer(3, input_dim=3), guide=guide)
+    chunk = {"lengths": lengths, "tokens": tokens}
+    got = module.start_labels(pot, chunk)
+    chain = LinearChain(3)
+    for i in range(4):
+        n = int(lengths[i])
+        cands = torch.tensor(list(itertools.product(range(3), repeat=n)))
+        k = cands.shape[0]
+        scores = chain.score(pot[i : i + 1, :n].expand(k, -1, -1, -1), cands, torch.full((k,), n))
+        penalty = guide.instance_penalty(cands, torch.full((k,), n), [tokens[i][:n]] * k)
+        best = cands[int((scores - penalty).argmax())]
+        assert torch.equal(got[i, :n], best)
+    plain = LabelSwitchingModule(LinearChain(3), LinearChainScorer(3, input_dim=3))
+    assert torch.equal(plain.start_labels(pot, chunk), chain.argmax(pot, lengths)[0])
+
+
+def test_guide_errors():
+    scorer = LinearChainScorer(3, input_dim=3)
+    with pytest.raises(TypeError, match="guide must be a ConstraintSet or None; got list"):
+        LabelSwitchingModule(LinearChain(3), scorer, guide=[PunctuationTransitions()])
+    with pytest.raises(ValueError, match=r"guide: AtMostOnce\(a\) must be an instance-level constraint whose penalty"):
+        LabelSwitchingModule(LinearChain(3), scorer, guide=ConstraintSet([AtMostOnce("a")]))
+    with pytest.raises(ValueError, match="guide: .* level='corpus'"):
+        LabelSwitchingModule(LinearChain(3), scorer, guide=ConstraintSet([TransitionFraction(0.1)]))
+    with pytest.raises(ValueError, match="guide needs a LinearChain structure .*; got CKY"):
+        LabelSwitchingModule(CKY(3), scorer, guide=ConstraintSet([PunctuationTransitions()]))
 
 
 # ---------------------------------------------------------------------------------- grammar CKY

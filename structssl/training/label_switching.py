@@ -12,7 +12,14 @@ the m unlabeled examples and ``P`` the constraint penalties of seed 003 eq. (3.4
 SymbolProportion` for trees). It alternates (one training epoch = one alternation):
 
 1. epochs ``< supervised_epochs``: supervised training on the labeled data only (step 2);
-2. first annealing epoch: ``Y`` = the supervised model's argmax on the unlabeled data (step 4);
+2. first annealing epoch: ``Y`` = the supervised model's argmax on the unlabeled data (step 4),
+   or, with ``guide`` (sequences; not in the paper), its constraint-guided argmax
+   ``argmax_y s(y) - sum_k weight_k count_k(y)`` by exact Viterbi over the guide's constraints
+   (instance level, counts linear in the chain's parts, penalty = weight x the number of
+   violations, e.g. :class:`~structssl.constraints.PunctuationTransitions`): a single-token
+   switch cannot move a field boundary to the next punctuation mark without passing through
+   labelings that do not lower the objective, so the greedy search leaves what such rules would
+   correct where it is (``benchmarks/bench_label_switching.py --tasks diagnostic``);
 3. every annealing epoch: label switching of ``Y`` for the current ``w``
    (:func:`~structssl.inference.label_switching.label_switching`, or
    :func:`~structssl.inference.label_switching.leaf_rule_switching` for ``CKY``), then one
@@ -58,6 +65,7 @@ from structssl.inference.label_switching import (
 from structssl.losses.hinge import StructuredHingeLoss
 from structssl.structures.base import Structure
 from structssl.structures.cky import CKY
+from structssl.structures.linear_chain import LinearChain
 from structssl.training.modules import (
     Batch,
     ObjectiveTerms,
@@ -98,6 +106,9 @@ class LabelSwitchingModule(StructuredModule):
         num_trials: leaf-rule trials per example of one call (trees).
         bonus: leaf-rule scale-up (trees).
         seed: seed of the switching randomness (combined with the epoch).
+        guide: a :class:`~structssl.constraints.ConstraintSet` whose penalties guide the first
+            labeling ``Y`` (module docstring; sequences only), or None (the model's argmax, the
+            paper's step 4). Bound to the data's label names at setup like ``constraints``.
         **kwargs: the options of :class:`~structssl.training.modules.StructuredModule`
             (``optimizer``, ``lr``, ``lbfgs_max_iter``, ``lbfgs_history``, ``momentum``,
             ``regularize_bias``, ``num_labeled``, ``num_unlabeled``, ``task``, ``tags``).
@@ -132,6 +143,7 @@ class LabelSwitchingModule(StructuredModule):
         num_trials: int = 16,
         bonus: float = 100.0,
         seed: int = 0,
+        guide: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(structure, scorer, C, C if Cu is None else Cu, **kwargs)
@@ -146,6 +158,7 @@ class LabelSwitchingModule(StructuredModule):
                     f"constraints of a CKY structure must be SymbolProportion; got {type(bad[0]).__name__}"
                 )
         self.constraints = constraints
+        self.guide = _check_guide(guide, structure)
         self.supervised_epochs = _count(supervised_epochs, "supervised_epochs", 0, allow_none=False)
         self.max_switches = _count(max_switches, "max_switches", 0)
         self.max_passes = _count(max_passes, "max_passes", 1, allow_none=False)
@@ -179,6 +192,8 @@ class LabelSwitchingModule(StructuredModule):
         if not self.is_tree and self.constraints is not None:
             # bound to the data's labels (BIO or plain tags), target="labeled" estimated
             self.constraints = self.bind_constraints(self.constraints, stage == "fit")
+        if self.guide is not None:
+            self.guide = self.bind_constraints(self.guide, estimate_targets=False)
 
     def _check_data_module(self, dm: Any) -> None:
         """Fail at setup, not after an epoch, when the data cannot be label-switched."""
@@ -275,6 +290,21 @@ class LabelSwitchingModule(StructuredModule):
         tokens = [chunk.get("tokens") for chunk in chunks]
         return None if any(t is None for t in tokens) else tokens
 
+    def start_labels(self, potentials: Any, chunk: Batch) -> Tensor:
+        """The first labels ``Y`` of a chunk: the argmax, or the constraint-guided argmax
+        ``argmax_y s(y) - sum_k weight_k count_k(y)`` with ``guide`` (the module docstring)."""
+        lengths = chunk["lengths"]
+        if self.guide is None:
+            return self.structure.argmax(potentials, lengths)[0]
+        edges = self.structure.edge_potentials(potentials, lengths)  # (B, N, C, C)
+        tokens = chunk.get("tokens")
+        for con in self.guide:
+            features = con.features(tokens, lengths, num_labels=edges.shape[-1], dtype=edges.dtype)
+            first = torch.zeros(edges.shape[0], features.num_constraints, dtype=edges.dtype, device=edges.device)
+            first[:, 0] = con.weight  # the default violation: the first count
+            edges = edges - features.adjoint(first, edges)
+        return self.structure.argmax(edges, lengths)[0]
+
     def switch(self, unlabeled: Any) -> dict[str, Any]:
         """Initialise (first call) and label-switch the unlabeled labels for the current w
         (``unlabeled``: the whole unlabeled set, one batch or a list of chunks)."""
@@ -282,8 +312,8 @@ class LabelSwitchingModule(StructuredModule):
         with torch.no_grad():
             pots = [self.potentials(chunk) for chunk in chunks]
             lengths = [chunk["lengths"] for chunk in chunks]
-            if self.pseudo_labels.numel() == 0:  # Y starts at the model's best labels
-                self._store(chunks, [self.structure.argmax(p, n)[0] for p, n in zip(pots, lengths)])
+            if self.pseudo_labels.numel() == 0:  # Y starts at the model's (guided) best labels
+                self._store(chunks, [self.start_labels(p, chunk) for p, chunk in zip(pots, chunks)])
             labels = [self._pseudo(chunk) for chunk in chunks]
             gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.current_epoch)
             cu = self.current("Cu")
@@ -391,6 +421,30 @@ class LabelSwitchingModule(StructuredModule):
         self.log("train/switches", float(record["switches"]), **log)
         self.log("train/full_objective", record["objective"], **log)
         return out
+
+
+def _check_guide(guide: Any, structure: Structure) -> Any:
+    """``guide`` of :class:`LabelSwitchingModule`: None, or a ConstraintSet of instance-level
+    constraints whose penalty is linear in the chain's parts (weight x the number of
+    violations), for a LinearChain."""
+    if guide is None:
+        return None
+    from structssl.constraints import Constraint, ConstraintSet
+
+    if not isinstance(guide, ConstraintSet):
+        raise TypeError(f"guide must be a ConstraintSet or None; got {type(guide).__name__}")
+    if not isinstance(structure, LinearChain):
+        raise ValueError(f"guide needs a LinearChain structure (Viterbi on edges); got {type(structure).__name__}")
+    for con in guide:
+        linear = (con.level == "instance" and con.linear_counts
+                  and type(con).violation_from_counts is Constraint.violation_from_counts)
+        if not linear:
+            raise ValueError(
+                f"guide: {con.name} must be an instance-level constraint whose penalty is weight x "
+                "its number of violations, linear in the chain's parts (e.g. PunctuationTransitions, "
+                f"WordLabels, AllowedFirst); got level={con.level!r}, linear_counts={con.linear_counts}"
+            )
+    return guide
 
 
 def _cost(loss: nn.Module) -> Literal["hamming", "zero_one"]:
