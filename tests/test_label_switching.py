@@ -451,6 +451,8 @@ def test_guide_errors():
         LabelSwitchingModule(LinearChain(3), scorer, guide=ConstraintSet([AtMostOnce("a")]))
     with pytest.raises(ValueError, match="guide: .* level='corpus'"):
         LabelSwitchingModule(LinearChain(3), scorer, guide=ConstraintSet([TransitionFraction(0.1)]))
+    with pytest.raises(ValueError, match="guide: PunctuationTransitions is hard; the guide weighs violations"):
+        LabelSwitchingModule(LinearChain(3), scorer, guide=ConstraintSet([PunctuationTransitions(hard=True)]))
     with pytest.raises(ValueError, match="guide needs a LinearChain structure .*; got CKY"):
         LabelSwitchingModule(CKY(3), scorer, guide=ConstraintSet([PunctuationTransitions()]))
 

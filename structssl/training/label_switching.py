@@ -444,6 +444,11 @@ def _check_guide(guide: Any, structure: Structure) -> Any:
                 "its number of violations, linear in the chain's parts (e.g. PunctuationTransitions, "
                 f"WordLabels, AllowedFirst); got level={con.level!r}, linear_counts={con.linear_counts}"
             )
+        if con.hard:
+            raise ValueError(
+                f"guide: {con.name} is hard; the guide weighs violations (weight=...), so give it "
+                "hard=False and a weight (a large one enforces it)"
+            )
     return guide
 
 
