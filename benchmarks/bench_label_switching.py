@@ -43,7 +43,8 @@ epoch as SSVM-LS) labels the test citations; then (a) :func:`label_switching` wi
 constraints above rewrites those labels at each ``--diagnostic-cu`` (the unlabeled hinge's
 weight relative to the constraint penalties: the annealing's range) and (b) an exact Viterbi
 decoding penalises every label change off punctuation by each ``--diagnostic-penalties``
-value (the corpus rule "a fraction 0.01 of the changes off punctuation" enforced exactly at
+value (``LabelSwitchingModule.start_labels`` with ``guide=PunctuationTransitions(weight=...)``,
+the guided start's own decoding; the corpus rule "a fraction 0.01 of the changes off punctuation" enforced exactly at
 the largest values). Recorded: test token accuracy of each, and the constraint statistics
 (AUTHOR share, share of label changes off punctuation) of the model's labels and of the gold
 ones. If neither (a) nor (b) raises the accuracy, pseudo-labels from these constraints carry
@@ -82,10 +83,10 @@ from structssl.constraints import (  # noqa: E402
     ConsecutiveFields,
     ConstraintSet,
     LabelProportion,
+    PunctuationTransitions,
     TransitionFraction,
     WordLabels,
 )
-from structssl.constraints import PunctuationTransitions  # noqa: E402
 from structssl.inference.label_switching import SymbolProportion, label_switching  # noqa: E402
 from structssl.losses.hinge import StructuredHingeLoss  # noqa: E402
 from structssl.metrics import task_metrics  # noqa: E402
@@ -326,8 +327,7 @@ def run_citations_diagnostic(n_labeled: int, partition: int, args: argparse.Name
     lengths, tokens, gold = batch["lengths"], batch["tokens"], batch["labels"]
     with torch.no_grad():
         potentials = module.decode_potentials(batch)
-        labels = module.decode(batch)
-        edges = module.structure.edge_potentials(potentials, lengths)
+        labels = module.structure.argmax(potentials, lengths)[0]  # the module's decoding
     mask = torch.arange(gold.shape[1], device=gold.device)[None] < lengths[:, None]
 
     def accuracy(y: torch.Tensor) -> float:
@@ -347,12 +347,10 @@ def run_citations_diagnostic(n_labeled: int, partition: int, args: argparse.Name
                               generator=torch.Generator().manual_seed(partition))
         out[f"switching/Cu={cu:g}"] = accuracy(res.labels)
         out[f"switches/Cu={cu:g}"] = int(res.switches)
-    n, c = edges.shape[1], edges.shape[-1]  # edges[:, t]: the labels at t - 1 and t
-    off_punct = ~PunctuationTransitions().allowed_boundaries(tokens, lengths, n)
-    off = off_punct[:, :, None, None].to(edges) * (1 - torch.eye(c, dtype=edges.dtype, device=edges.device))
-    for penalty in args.diagnostic_penalties:
-        y, _ = module.structure.argmax(edges - penalty * off, lengths)
-        out[f"penalised-viterbi/penalty={penalty:g}"] = accuracy(y)
+    for penalty in args.diagnostic_penalties:  # the guided start's decoding (guide=...)
+        module.guide = ConstraintSet([PunctuationTransitions(weight=penalty)]).bind(dm.label_names)
+        with torch.no_grad():
+            out[f"penalised-viterbi/penalty={penalty:g}"] = accuracy(module.start_labels(potentials, batch))
     out["wall_s"] = time.perf_counter() - start
     return out
 
@@ -406,26 +404,32 @@ def crf_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any
     )]
 
 
-def citations_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
-    """Records of the SSVM-LS runs; with a guided start (``extra["guide_penalty"]``) they are
-    a side experiment: methods ``ssvm-ls-guided...`` without a paper value and no ``sup`` row
-    (the same supervised models as the main rows)."""
-    task = f"citations/N={n_labeled}"
-    guided = extra.get("guide_penalty") is not None
+def guided_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """Records of SSVM-LS runs with a guided start (``--guide-penalty``): a side experiment,
+    methods ``ssvm-ls-guided...`` without a paper value, and no ``sup`` row (the same
+    supervised models as the main rows); each with its gain over them."""
     out = []
-    for method in ("ssvm-ls", "ssvm-ls-paper-selection", "ssvm-ls-final") if guided else (
-            "sup", "ssvm-ls", "ssvm-ls-paper-selection", "ssvm-ls-final"):
+    for method in ("ssvm-ls", "ssvm-ls-paper-selection", "ssvm-ls-final"):
         vals = [r[method] for r in runs]
         mean, std = mean_std(vals)
-        if guided:
-            gains = [v - r["sup"] for v, r in zip(vals, runs)]
-            out.append(record(
-                BENCH, task, "structssl:" + method.replace("ssvm-ls", "ssvm-ls-guided"), "test_token_accuracy",
-                mean, "%", True, len(runs), std=round(std, 4), per_partition=[round(v, 2) for v in vals],
-                sup_per_partition=[round(r["sup"], 2) for r in runs],
-                gain_over_sup=round(statistics.fmean(gains), 4), side_experiment=True, **extra,
-            ))
-            continue
+        out.append(record(
+            BENCH, f"citations/N={n_labeled}", "structssl:" + method.replace("ssvm-ls", "ssvm-ls-guided"),
+            "test_token_accuracy", mean, "%", True, len(runs), std=round(std, 4),
+            per_partition=[round(v, 2) for v in vals], sup_per_partition=[round(r["sup"], 2) for r in runs],
+            gain_over_sup=round(statistics.fmean(v - r["sup"] for v, r in zip(vals, runs)), 4),
+            side_experiment=True, **extra,
+        ))
+    return out
+
+
+def citations_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    if extra.get("guide_penalty") is not None:
+        return guided_records(n_labeled, runs, extra)
+    task = f"citations/N={n_labeled}"
+    out = []
+    for method in ("sup", "ssvm-ls", "ssvm-ls-paper-selection", "ssvm-ls-final"):
+        vals = [r[method] for r in runs]
+        mean, std = mean_std(vals)
         paper = PAPER_CITATIONS.get(OURS_VS_PAPER.get(method, ""), {}).get(n_labeled)
         out.append(record(
             BENCH, task, f"structssl:{method}", "test_token_accuracy", mean, "%", True, len(runs),
@@ -433,8 +437,6 @@ def citations_records(n_labeled: int, runs: list[dict[str, Any]], extra: dict[st
             **({"paper_value": paper, "paper_source": f"seed 003 Table 2 ({OURS_VS_PAPER[method]})"} if paper else {}),
             **extra,
         ))
-    if guided:
-        return out
     for name, col in PAPER_CITATIONS.items():
         out.append(record(BENCH, task, f"paper:{name}", "test_token_accuracy", col[n_labeled], "%", True, 5,
                           source="seed 003 Table 2 (quoted, not run here)"))

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from structssl.constraints import (
     AllowedFirst,
-    PunctuationTransitions,
     AtMostOnce,
     ConsecutiveFields,
     ConstraintSet,
     LabelProportion,
+    PunctuationTransitions,
     TransitionFraction,
     WordLabels,
 )
