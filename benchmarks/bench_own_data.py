@@ -22,7 +22,8 @@ one thread: structssl ``--num_threads=1``, CRFsuite is single threaded).
 ``--model.init_args.tolerance=TOL``, ``--model.init_args.lbfgs_max_iter=K`` (``TOL:K``; K
 defaults to ``--lbfgs-max-iter``, 10: TOL is then CRFsuite's ``delta`` over a ``period`` of 10
 iterations; ``none`` runs the config as shipped) and a high epoch cap (``--cap``, default 100
-epochs; ``--precision 64-true`` for float64), and reports the epochs and L-BFGS iterations and
+epochs; ``--precision 64-true`` for float64; ``--lbfgs-history H`` for another L-BFGS history),
+and reports the epochs and L-BFGS iterations and
 evaluations it ran (the optimiser state in ``last.ckpt``), fit CPU and wall time and test span
 F1, beside sklearn-crfsuite with 100 iterations and to its own convergence
 (``max_iterations=None``: its defaults ``delta = 1e-5`` over ``period = 10`` iterations and
@@ -290,7 +291,7 @@ def _crfsuite(train: Path, test: Path, iterations: int | None) -> dict[str, Any]
 def _convergence(
     train: Path, dev: Path, test: Path, work: Path, specs: list[str], lbfgs_max_iter: int,
     cap: int, repeats: int, threads: int, quick: bool, precision: str | None = None,
-    peers: bool = True,
+    peers: bool = True, lbfgs_history: int | None = None,
 ) -> list[dict[str, Any]]:
     """``configs/tagger.yaml`` trained to each tolerance (``specs``: ``TOL`` or ``TOL:K``, K
     L-BFGS iterations per epoch, default ``lbfgs_max_iter``; ``none``: the config as shipped),
@@ -312,11 +313,14 @@ def _convergence(
             tol_text, _, k_text = spec.partition(":")
             tol, k = float(tol_text), int(k_text) if k_text else lbfgs_max_iter
             method = (f"structssl:tagger.yaml+tolerance={tol:g}+lbfgs_max_iter={k}"
-                      + (f"+precision={precision}" if precision else ""))
+                      + (f"+precision={precision}" if precision else "")
+                      + (f"+lbfgs_history={lbfgs_history}" if lbfgs_history else ""))
             settings[method] = {"tolerance": tol, "lbfgs_max_iter": k, "epoch_cap": cap,
-                                "precision": precision or "config (32-true)"}
+                                "precision": precision or "config (32-true)",
+                                "lbfgs_history": lbfgs_history or "config (10)"}
             extra = (f"--model.init_args.tolerance={tol}", f"--model.init_args.lbfgs_max_iter={k}",
-                     *([f"--trainer.precision={precision}"] if precision else []))
+                     *([f"--trainer.precision={precision}"] if precision else []),
+                     *([f"--model.init_args.lbfgs_history={lbfgs_history}"] if lbfgs_history else []))
             runs.setdefault(method, []).append(_structssl(
                 train, dev, test, work / f"tol{tol:g}-{k}-{r}", cap, threads, extra=extra))
             print(method, runs[method][-1], flush=True)
@@ -370,6 +374,8 @@ def main() -> None:
                         "(K: L-BFGS iterations per epoch, default --lbfgs-max-iter; 'none': "
                         "the config as shipped), beside sklearn-crfsuite at 100 iterations "
                         "and converged")
+    parser.add_argument("--lbfgs-history", type=int, default=None, help="--converge: the "
+                        "structssl runs' --model.init_args.lbfgs_history (default the config's)")
     parser.add_argument("--precision", default=None, help="--converge: the structssl runs' "
                         "--trainer.precision (e.g. 64-true; default the config's)")
     parser.add_argument("--no-peers", action="store_true", help="--converge: skip "
@@ -395,7 +401,7 @@ def main() -> None:
         if args.converge:
             records = _convergence(train, dev, test, work, args.converge, args.lbfgs_max_iter,
                                    args.cap, args.repeats, args.threads, args.quick,
-                                   args.precision, not args.no_peers)
+                                   args.precision, not args.no_peers, args.lbfgs_history)
             name = "own_data_convergence" + ("_quick" if args.quick else "")
             old = RESULTS / f"{name}.json"
             if args.append and old.is_file():
