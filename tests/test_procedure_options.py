@@ -33,7 +33,7 @@ from structssl.training.modules import init_options  # noqa: E402
 
 SHARED = {
     "optimizer", "lr", "lbfgs_max_iter", "lbfgs_history", "momentum", "regularize_bias",
-    "num_labeled", "num_unlabeled", "task", "tags", "tolerance",
+    "num_labeled", "num_unlabeled", "task", "tags", "tolerance", "valid_spans",
 }  # fmt: skip
 
 

@@ -174,7 +174,7 @@ class CoDLModule(LabelSwitchingModule):
         lengths = batch["lengths"]
         tokens = batch.get("tokens")
         with torch.no_grad():
-            pot = self.structure.edge_potentials(self.potentials(batch), lengths)
+            pot = self.structure.edge_potentials(self.span_constrained(self.potentials(batch), lengths), lengths)
 
             def rows_tokens(rows: Tensor) -> Optional[list[Any]]:
                 return None if tokens is None else [tokens[i] for i in rows.tolist()]

@@ -95,6 +95,7 @@ from structssl.losses import CRFNLLLoss
 from structssl.metrics import task_metrics
 from structssl.scorers.base import weight_norm_squared
 from structssl.structures.base import Potentials, Structure
+from structssl.structures.linear_chain import ChainPotentials, LinearChain, bio_allowed_transitions
 
 __all__ = [
     "StructuredModule",
@@ -229,6 +230,21 @@ def _rho_holders(loss: nn.Module) -> list[nn.Module]:
     return [m for m in loss.modules() if isinstance(getattr(m, "rho", None), (int, float))]
 
 
+@functools.lru_cache(maxsize=32)
+def _bio_masks(tags: tuple[str, ...]) -> tuple[Tensor, Tensor]:
+    """:func:`~structssl.structures.bio_allowed_transitions` of a tag set (cached)."""
+    return bio_allowed_transitions(tags)
+
+
+def _forbid(x: Tensor, allowed: Tensor) -> Tensor:
+    """``x`` (B, ...) with ``-inf`` where ``allowed`` (...) is False; a batch-shared
+    (expanded, stride 0) ``x`` stays shared."""
+    allowed = allowed.to(x.device)
+    if x.dim() and x.stride(0) == 0:
+        return x[0].masked_fill(~allowed, float("-inf")).expand_as(x)
+    return x.masked_fill(~allowed, float("-inf"))
+
+
 class StructuredModule(pl.LightningModule):
     """Shared machinery of the procedures (objective scaling, optimisers, decoding, metrics).
 
@@ -254,6 +270,11 @@ class StructuredModule(pl.LightningModule):
             over an epoch is below this (> 0), or L-BFGS stops by its own tests, once the
             annealed values are final (module docstring, "Convergence"); ``None``: run
             ``trainer.max_epochs`` epochs.
+        valid_spans: for span tagging (task ``"bio"``) on a :class:`LinearChain`, decode only
+            tag sequences valid in BIO (``I-X`` only after ``B-X`` or ``I-X``, never first):
+            the argmax, k-best and marginals of :meth:`decode_potentials` exclude the others
+            (``-inf`` transitions), so predictions in any span scheme are well formed and the
+            k-best taggings distinct. Training is unchanged.
     """
 
     #: whether the procedure trains on unlabeled batches (the data modules read it)
@@ -281,6 +302,7 @@ class StructuredModule(pl.LightningModule):
         task: Optional[Task] = None,
         tags: Optional[Sequence[str]] = None,
         tolerance: Optional[float] = None,
+        valid_spans: bool = True,
     ) -> None:
         super().__init__()
         if not isinstance(structure, Structure):
@@ -304,6 +326,7 @@ class StructuredModule(pl.LightningModule):
         self._given_task = task
         self.tags = None if tags is None else tuple(tags)
         self.tolerance = _tolerance(tolerance, type(self))
+        self.valid_spans = bool(valid_spans)
         #: why and where training stopped on ``tolerance`` (None: it has not): ``epoch``,
         #: ``reason`` ("relative_decrease" or "lbfgs"), ``objective``, ``relative_decrease``,
         #: ``lbfgs_iterations``, ``lbfgs_evaluations`` (None without L-BFGS)
@@ -611,8 +634,26 @@ class StructuredModule(pl.LightningModule):
         return self.scorer(inputs)
 
     def decode_potentials(self, batch: Batch) -> Potentials:
-        """The potentials decoded at evaluation (the scorer's; the joint ones for two views)."""
-        return self.potentials(batch)
+        """The potentials decoded at evaluation and prediction: the scorer's (the joint ones
+        for two views), restricted to valid BIO sequences with ``valid_spans``."""
+        return self.span_constrained(self.potentials(batch), batch.get("lengths"))
+
+    def span_constrained(self, potentials: Potentials, lengths: Optional[Tensor] = None) -> Potentials:
+        """``potentials`` with ``-inf`` on the BIO transitions and first labels that no valid
+        tag sequence uses (``valid_spans``, task ``"bio"``, a :class:`LinearChain`); else
+        unchanged. Factored potentials keep a batch-shared transition matrix shared."""
+        names = self.tags if self.tags is not None else (self.data_format or {}).get("tags")
+        if not (self.valid_spans and self.task == "bio" and names and isinstance(self.structure, LinearChain)):
+            return potentials
+        allowed, first = _bio_masks(tuple(names))
+        if isinstance(potentials, ChainPotentials):
+            emissions, transitions, start, end = potentials
+            return ChainPotentials(
+                emissions, _forbid(transitions, allowed), _forbid(start, first), end
+            )
+        return self.structure.constrain(
+            potentials, lengths, allowed_transitions=allowed, allowed_start=first
+        )
 
     def decode(self, batch: Batch) -> Tensor:
         """The argmax labels of a batch (no autograd; works under ``inference_mode``)."""
