@@ -35,6 +35,8 @@ Additions to the stock ``LightningCLI``:
 from __future__ import annotations
 
 import logging
+import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -180,9 +182,28 @@ def _cli_class() -> Any:
         if not any(isinstance(f, _DropAdverts) for f in logger.filters):
             logger.addFilter(_DropAdverts())
 
+    class StructSSLParser(LightningArgumentParser):
+        """A command-line error in one line (the option and the reason, see
+        :func:`short_parse_error`) instead of argparse's usage of every option."""
+
+        def error(self, message: str, ex: Optional[Exception] = None) -> Any:
+            if not self.exit_on_error or os.environ.get("JSONARGPARSE_DEBUG"):
+                return super().error(message, ex)
+            parser = getattr(ex, "subcommand_parser", None) or self
+            prog = parser.prog.replace(" [options]", "")
+            sys.stderr.write(
+                f"{prog}: error: {short_parse_error(message)} (`{prog} --help` lists the options)\n"
+            )
+            self.exit(2)
+
     class StructSSLCLI(LightningCLI):
-        """``LightningCLI`` with ``test_after_fit``, ``num_threads``, a CSV logger default and
-        fixed-name checkpoints (:func:`~structssl.training.checkpointing.run_checkpoints`)."""
+        """``LightningCLI`` with ``test_after_fit``, ``num_threads``, a CSV logger default,
+        fixed-name checkpoints (:func:`~structssl.training.checkpointing.run_checkpoints`) and
+        one-line command-line errors."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("parser_class", StructSSLParser)
+            super().__init__(*args, **kwargs)
 
         @staticmethod
         def subcommands() -> dict[str, set[str]]:
@@ -336,6 +357,29 @@ def check_checkpoint_file(path: Any) -> None:
             f"--ckpt_path {file}: not a readable checkpoint ({size} bytes; "
             f"{type(err).__name__}: {err}) {hint}"
         ) from None
+
+
+def short_parse_error(message: str) -> str:
+    """jsonargparse's nested error message as ``--data.tag_scheme: <the reason>``: the keys of
+    its ``Parser key "..."`` lines joined, and the innermost reason (the message unchanged
+    when it has no such line)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    keys: list[str] = []
+    reason: Optional[str] = None
+    for i, line in enumerate(lines):
+        match = re.match(r'Parser key "([^"]+)":\s*(.*)', line)
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if match:
+            keys.append(match.group(1))
+            reason = match.group(2) or following
+        elif line.startswith("- Problem with given class_path") and following and not following.startswith("Parser key"):
+            reason = following  # e.g. "Option 'x' is not accepted"
+    if not keys or not reason:
+        return message
+    if reason.startswith("Does not validate against any of the Union subtypes"):
+        branches = [line[2:] for line in lines if line.startswith("- ")]  # one per subtype
+        reason = "; ".join(branches) or reason
+    return f"--{'.'.join(keys)}: {reason}"
 
 
 def cli_main(args: Optional[Sequence[str]] = None, run: bool = True) -> Any:

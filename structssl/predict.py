@@ -26,6 +26,7 @@ Only sequence-tagging models predict this way (those trained on
 from __future__ import annotations
 
 import importlib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
@@ -55,6 +56,18 @@ def _label_marginals(structure: Any, potentials: Any, lengths: torch.Tensor) -> 
     if isinstance(parts, ChainPotentials):
         return parts.emissions
     return structure.node_parts(parts)
+
+
+def _looks_utf8(path: Path) -> bool:
+    """Whether the file decodes as UTF-8 and holds non-ASCII characters."""
+    data = path.read_bytes()
+    if data.isascii():
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def load_model(path: PathLike, map_location: str = "cpu") -> Any:
@@ -272,6 +285,13 @@ class Tagger:
         reader = self.format
         if encoding is not None:
             reader = reader.with_encoding(encoding)
+        elif _looks_utf8(input) and reader.encoding.replace("_", "-").lower() not in ("utf-8", "utf8", "utf-8-sig"):
+            warnings.warn(
+                f"{input}: the file is valid UTF-8 with non-ASCII characters, but is read as "
+                f"{reader.encoding} (the training files' encoding); pass --encoding utf-8 / "
+                "encoding='utf-8' if it is UTF-8",
+                stacklevel=2,
+            )
         try:
             gold, not_scored = self._gold(reader, input)  # the sentences with their tags
             sentences = gold if gold is not None else reader.read_tokens(input)

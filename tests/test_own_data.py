@@ -671,6 +671,10 @@ def test_codl_decodes_dev_with_its_constraints(corpus: dict[str, Any], tmp_path:
         return sum(tok[0].islower() and tag[:2] in ("B-", "S-", "U-")
                    for s, tags in zip(sentences, tagged) for tok, tag in zip(s.tokens, tags))
 
+    # the rules are soft (a unit penalty each), and the search keeps to well-formed BIO
+    # (valid_spans: an entity may not start with I- on a lowercase word): against the noisy
+    # weights a large penalty and more than the config's 16 candidates make them hold
+    tagger.model.penalty_scale, tagger.model.search_k = 100.0, 64
     constrained = [list(s.tags) for s in tagger.predict(sentences)]
     tagger.model.constrained_decoding = False
     viterbi = [list(s.tags) for s in tagger.predict(sentences)]
@@ -777,3 +781,113 @@ def test_best_checkpoint_is_the_model_alone(run_dir: Path) -> None:
     assert "optimizer_states" not in best and "callbacks" not in best
     assert last["optimizer_states"] and last["callbacks"]
     assert best["structssl"]["data_format"] is not None and best["hyper_parameters"]
+
+
+def test_predict_input_of_one_line_per_sentence_with_equal_lengths_is_refused(
+    tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lines that all hold the same number of words used to be read as one token plus "other
+    columns" (five of six words dropped, exit 0); the checkpoint knows the training file's
+    layout (2 columns), so 1 or 2 columns are accepted and anything else is an error."""
+    text = tmp_path / "one.txt"
+    text.write_text("La Coruna es bonita hoy .\n")
+    out = tmp_path / "pred.conll"
+    assert main(["predict", "--model", str(run_dir), "--input", str(text), "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"structssl predict: {text}:1: expected 1 (the token alone) or the training "
+                   "file's 2 columns; got 6 (files hold one token per line; is this a sentence per "
+                   "line?)")
+    assert not out.exists()
+
+
+def test_layout_without_the_tag_column_is_read_as_untagged(tmp_path: Path) -> None:
+    """Trained on token POS TAG, a file to tag may hold token POS (not scored: the POS column
+    must not be read as gold tags); a dev file must have the training columns."""
+    rows = [[("El", "DT", "O"), ("Grupo", "NC", "B-ORG"), ("Magenta", "NC", "I-ORG")],
+            [("Ana", "NP", "B-PER"), ("vive", "VB", "O")]] * 3
+    train, dev, new = (tmp_path / n for n in ("t.conll", "d.conll", "new.txt"))
+    train.write_text("\n\n".join("\n".join(" ".join(r) for r in s) for s in rows) + "\n")
+    dev.write_text("El O\nGrupo B-ORG\n")
+    new.write_text("Ana NP\nvive VB\n")
+    dm = CoNLLDataModule(train_file=str(train), dev_file=str(dev), test_file=None)
+    with pytest.raises(ValueError, match=r"d\.conll:1: expected the training file's 3 columns with "
+                                         r"the tag last; got 2: no tag column"):
+        dm.setup()
+    dm = CoNLLDataModule(train_file=str(train), dev_file=None, test_file=None)
+    dm.setup()
+    fmt = dm.format
+    assert fmt.num_columns == 3
+    assert Tagger._gold(fmt, new) == (None, None)  # untagged: nothing to score against
+    assert [s.tokens for s in fmt.read_tokens(new)] == [("Ana", "vive")]
+
+
+def test_feature_column_that_is_the_tag_column_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "t.conll").write_text("El DT O\nGrupo NC B-ORG\n\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         feature_columns=[2])
+    with pytest.raises(ValueError, match=r"t\.conll:1: feature_columns=2 is the label column "
+                                         r"\(label_column=-1 of this line's 3 columns\)"):
+        dm.setup()
+
+
+@pytest.mark.parametrize(
+    "tags, scheme, first, bio",
+    [
+        (["O", "I-X", "I-X"], "bio", 1, ["O", "B-X", "I-X"]),
+        (["B-X", "I-Y"], "bio", 1, ["B-X", "B-Y"]),
+        (["O", "B-X"], "iob1", 1, ["O", "B-X"]),
+        (["B-P", "E-P", "I-P"], "bioes", 1, ["B-P", "I-P", "I-P"]),
+        (["O", "E-P"], "bioes", 1, ["O", "B-P"]),
+        (["I-X", "B-X", "O"], "iob1", None, ["B-X", "B-X", "O"]),
+        (["B-P", "L-P", "U-P"], "bilou", None, ["B-P", "I-P", "B-P"]),
+        (["NN", "I-X"], "plain", None, ["NN", "I-X"]),
+    ],
+)
+def test_ill_formed_tag_sequences(tags: list[str], scheme: str, first: Any, bio: list[str]) -> None:
+    from structssl.data.tag_schemes import ill_formed
+
+    assert ill_formed(tags, scheme) == first
+    assert to_bio(tags, scheme) == bio
+
+
+def test_ill_formed_training_tags_warn_with_count_and_line(tmp_path: Path) -> None:
+    (tmp_path / "t.conll").write_text("El O\nGrupo I-ORG\n\nAna B-PER\n\nLa O\nONU I-ORG\n\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         tag_scheme="bio")
+    with pytest.warns(UserWarning, match=r"t\.conll: 2 sentence\(s\) with ill-formed BIO tags, the "
+                                         r"first at line 2 \('I-ORG' after 'O'\)"):
+        dm.setup()
+    labels = dm.splits["labeled"][0]["labels"].tolist()
+    assert [dm.format.tags[i] for i in labels] == ["O", "B-ORG"]
+
+
+def test_input_that_is_utf8_read_as_latin1_warns(tmp_path: Path, run_dir: Path) -> None:
+    tagger = Tagger.load(run_dir)
+    tagger.format.encoding = "latin-1"  # as if trained on latin-1 files
+    new = tmp_path / "new.txt"
+    new.write_text("José\nvive\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"valid UTF-8 with non-ASCII characters, but is read as "
+                                         r"latin-1"):
+        tagger.tag_file(new, tmp_path / "p.conll")
+    new.write_text("Jose\nvive\n", encoding="utf-8")
+    import warnings as _warnings
+
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error", UserWarning)
+        tagger.tag_file(new, tmp_path / "p.conll")  # ASCII: no warning
+
+
+def test_command_line_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from structssl.cli import short_parse_error
+
+    with pytest.raises(SystemExit) as done:
+        main(["fit", f"--config={CONFIG}", "--data.train_file=x", "--data.tag_scheme=bioul"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("structssl fit: error: --data.tag_scheme: Expected a typing.Literal[")
+    assert "Got value: bioul" in err and "\n" not in err
+    nested = ('Parser key "data":\n  Does not validate against any of the Union subtypes\n  Errors:\n'
+              "    - Problem with given class_path 'structssl.data.CoNLLDataModule':\n"
+              "        Option 'train_fil' is not accepted\n    - Expected a <class 'NoneType'>\n")
+    assert short_parse_error(nested) == "--data: Option 'train_fil' is not accepted"
+    assert short_parse_error("something else") == "something else"

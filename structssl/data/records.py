@@ -164,12 +164,15 @@ class TaggedCorpus:
         labels: the label vocabulary (empty for unlabeled files).
         path: the file they were read from.
         num_documents: number of documents (``-DOCSTART-`` separated; 1 when there are none).
+        num_columns: the number of columns of its token lines (``None``: not a column file,
+            or no token line).
     """
 
     sequences: list[Sequence]
     labels: Vocabulary
     path: str = ""
     num_documents: int = 1
+    num_columns: Optional[int] = None
 
     def __len__(self) -> int:
         return len(self.sequences)

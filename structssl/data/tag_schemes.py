@@ -20,8 +20,9 @@ scheme      tags
 :func:`detect_scheme` picks the scheme of a file's tags: ``plain`` unless every tag other than
 ``O`` has a one-letter prefix and a type (``B-PER``); then ``bioes`` / ``bilou`` when ``E``/``S``
 or ``L``/``U`` prefixes occur, else ``iob1`` when more spans start with ``I-`` than with
-``B-``, else ``bio``. Ill-formed BIO input (a span that starts with ``I-X``) is read the way
-conlleval reads it: as the start of a span.
+``B-``, else ``bio``. Ill-formed input (in BIO a span that starts with ``I-X``) is read the way
+conlleval reads it: as the start of a span (:func:`ill_formed` finds it; reading a training
+file warns with the count and the first line).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "check_tag",
     "to_bio",
     "from_bio",
+    "ill_formed",
     "bio_tag_set",
     "entity_types",
 ]
@@ -112,23 +114,33 @@ def detect_scheme(tag_sequences: Iterable[Seq[str]]) -> str:
 
 
 def to_bio(tags: Seq[str], scheme: str) -> list[str]:
-    """One sentence's tags converted from ``scheme`` to BIO (``plain`` is returned as is)."""
-    if scheme in ("bio", "plain"):
+    """One sentence's tags converted from ``scheme`` to well-formed BIO (``plain`` is returned
+    as is). An ``I-X`` (``E-X``, ``L-X``) that does not continue a span of type ``X`` starts
+    one, as conlleval reads it (:func:`ill_formed` finds such sequences)."""
+    if scheme == "plain":
         return list(tags)
     out: list[str] = []
-    previous = "O"
+    previous = ("O", "")
     for tag in tags:
         prefix, kind = _split(tag)
         if prefix == "O":
             out.append("O")
-        elif scheme == "iob1":
-            prev_prefix, prev_kind = _split(previous)
-            begins = prefix == "B" or prev_prefix == "O" or prev_kind != kind
+        else:
+            begins = prefix in ("B", "S", "U") if scheme != "iob1" else prefix == "B"
+            begins = begins or previous[0] == "O" or previous[1] != kind
             out.append(f"{'B' if begins else 'I'}-{kind}")
-        else:  # bioes / bilou
-            out.append(f"{'B' if prefix in ('B', 'S', 'U') else 'I'}-{kind}")
-        previous = tag
+        previous = (prefix, kind)
     return out
+
+
+def ill_formed(tags: Seq[str], scheme: str) -> Optional[int]:
+    """The position of the first tag of ``tags`` that is not well formed in ``scheme`` (e.g.
+    BIO ``I-X`` after ``O``, BIOES ``I-X`` after ``E-X``, IOB1 ``B-X`` after ``O``), or
+    ``None``: the first place where converting to BIO and back does not give ``tags``."""
+    if scheme == "plain":
+        return None
+    back = from_bio(to_bio(tags, scheme), scheme)
+    return next((i for i, (a, b) in enumerate(zip(tags, back)) if a != b), None)
 
 
 def from_bio(tags: Seq[str], scheme: str) -> list[str]:

@@ -24,15 +24,16 @@ task ``"sequence"`` (token accuracy).
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any, Iterable, Optional
 from typing import Sequence as Seq
 
 from torch import Tensor
 
-from structssl.data.formats.conll import read_columns
+from structssl.data.formats.conll import NoTagColumnError, read_columns
 from structssl.data.features import FeatureExtractor, ViewSplit
 from structssl.data.paths import PathLike
-from structssl.data.records import Sequence, Vocabulary
+from structssl.data.records import Sequence, TaggedCorpus, Vocabulary
 from structssl.data.tag_schemes import (
     SCHEMES,
     bio_tag_set,
@@ -40,6 +41,7 @@ from structssl.data.tag_schemes import (
     detect_scheme,
     entity_types,
     from_bio,
+    ill_formed,
     to_bio,
 )
 
@@ -123,6 +125,8 @@ class TaggingFormat:
         self.tag_scheme = tag_scheme
         self.scheme: Optional[str] = None if tag_scheme == "auto" else tag_scheme
         self.tags: tuple[str, ...] = ()
+        #: the column count of the training file (learned by the first read_labeled before fit)
+        self.num_columns: Optional[int] = None
         given = ("given",) if columns else ()
         self.extractor = FeatureExtractor(
             templates=(
@@ -184,7 +188,7 @@ class TaggingFormat:
         out.encoding = encoding
         return out
 
-    def _read(self, path: PathLike, labeled: bool) -> list[Sequence]:
+    def _read(self, path: PathLike, labeled: bool) -> TaggedCorpus:
         corpus = read_columns(
             path,
             separator=self.separator,
@@ -198,7 +202,7 @@ class TaggingFormat:
         if not corpus.sequences:
             what = "tagged sentences" if labeled else "sentences"
             raise ValueError(f"{path}: expected {what} (one token per line); the file has none")
-        return list(corpus.sequences)
+        return corpus
 
     def read_labeled(self, path: PathLike, unknown_tags: bool = False) -> list[Sequence]:
         """Read a tagged file (training, dev or test), tags converted to BIO.
@@ -211,10 +215,15 @@ class TaggingFormat:
             ValueError: naming the file and line of a malformed line, a line without a tag
                 column, a tag outside the scheme or the tag set.
         """
-        sequences = self._read(path, labeled=True)
+        corpus = self._read(path, labeled=True)
+        sequences = corpus.sequences
+        if self.num_columns is None and not self.fitted:  # the training file's layout
+            self.num_columns = corpus.num_columns
+        self._check_layout(corpus, path, labeled=True)
         scheme = self.scheme or detect_scheme(s.labels or () for s in sequences)
         known = set(self.tags)
         out = []
+        malformed: list[tuple[int, str, str]] = []  # (line, tag, previous tag) per sentence
         for seq in sequences:
             assert seq.labels is not None
             for t, tag in enumerate(seq.labels):
@@ -224,14 +233,26 @@ class TaggingFormat:
                     raise ValueError(f"{path}:{seq.line + t}: {problem} (tag_scheme {scheme!r}, "
                                      f"{origin})")
             bio = to_bio(seq.labels, scheme)
+            bad = ill_formed(seq.labels, scheme)
+            if bad is not None:
+                malformed.append((seq.line + bad, seq.labels[bad], seq.labels[bad - 1] if bad else "(start)"))
             if known and not unknown_tags:
                 for t, tag in enumerate(bio):
                     if tag not in known:
                         raise ValueError(
                             f"{path}:{seq.line + t}: expected a tag of the training file's tag "
-                            f"set {list(self.tags)}; got {seq.labels[t]!r}"
+                            f"set {list(self.tags)}{' (in BIO)' if scheme not in ('bio', 'plain') else ''}"
+                            f"; got {seq.labels[t]!r}{f' ({tag} in BIO)' if tag != seq.labels[t] else ''}"
                         )
             out.append(Sequence(seq.tokens, tuple(bio), seq.features, seq.line, seq.document))
+        if malformed:
+            line, tag, previous = malformed[0]
+            warnings.warn(
+                f"{path}: {len(malformed)} sentence(s) with ill-formed {scheme.upper()} tags, the "
+                f"first at line {line} ({tag!r} after {previous!r}); read as conlleval reads them "
+                "(a tag that does not continue a span of its type starts one)",
+                stacklevel=2,
+            )
         if self.scheme is None:
             self.scheme = scheme
         return out
@@ -242,9 +263,38 @@ class TaggingFormat:
 
         Raises:
             ValueError: naming the file and line of a malformed line (mixed column counts, a
-                feature column the line lacks).
+                feature column the line lacks, a column count that is neither 1 nor the
+                training files' layout with or without its last tag column).
         """
-        return self._read(path, labeled=False)
+        corpus = self._read(path, labeled=False)
+        self._check_layout(corpus, path, labeled=False)
+        return list(corpus.sequences)
+
+    def _check_layout(self, corpus: TaggedCorpus, path: PathLike, labeled: bool) -> None:
+        """Files read after the training file must have its column count (tagged files), or
+        also the token alone or that layout without its last tag column (untagged files): a
+        sentence per line must not be read as one token plus "other columns"."""
+        k, m = self.num_columns, corpus.num_columns
+        if k is None or m is None or not self.fitted:
+            return
+        allowed = {k}
+        without_tag = not labeled and self.tag_column in (-1, k - 1) and k > 2
+        if not labeled:
+            allowed.add(1)
+            if without_tag:
+                allowed.add(k - 1)  # the training layout without its (last) tag column
+        if m in allowed:
+            return
+        if labeled and (m == 1 or (m == k - 1 and self.tag_column in (-1, k - 1))):
+            raise NoTagColumnError(
+                f"{path}:{corpus.sequences[0].line}: expected the training file's {k} columns "
+                f"with the tag last; got {m}: no tag column"
+            )
+        what = (f"the training file's {k} columns" if labeled else
+                f"1 (the token alone) or the training file's {k}"
+                + (f" (or {k - 1} without its tag column)" if without_tag else "") + " columns")
+        hint = " (files hold one token per line; is this a sentence per line?)" if m > k else ""
+        raise ValueError(f"{path}:{corpus.sequences[0].line}: expected {what}; got {m}{hint}")
 
     # ------------------------------------------------------------------ fitting
     def fit(self, tagged: Seq[Sequence], sentences: Iterable[Sequence]) -> "TaggingFormat":
@@ -311,6 +361,7 @@ class TaggingFormat:
             "tag_scheme": self.tag_scheme,
             "scheme": self.scheme,
             "tags": list(self.tags),
+            "num_columns": self.num_columns,
             "extractor": self.extractor.state_dict(),
             "two_view": self.two_view,
             "view_scheme": self.view_scheme,
@@ -338,6 +389,7 @@ class TaggingFormat:
         )
         out.scheme = state["scheme"]
         out.tags = tuple(state["tags"])
+        out.num_columns = state.get("num_columns")  # absent in checkpoints before 2026-11-25
         out.extractor = FeatureExtractor.from_state_dict(state["extractor"])
         if out.two_view:
             out.view_split = ViewSplit(

@@ -177,6 +177,13 @@ def read_columns(
                         f"{path_s}:{number}: {name}={col} is out of range for the {expected} "
                         f"column(s) of this line: {_short(line)}"
                     )
+            for col in feature_columns or ():
+                if label_column is not None and col % expected == label_column % expected:
+                    raise ValueError(
+                        f"{path_s}:{number}: feature_columns={col} is the label column "
+                        f"(label_column={label_column} of this line's {expected} columns): the "
+                        "gold tags would be features; expected other columns"
+                    )
         if len(cols) != expected:
             hint = ""
             if num_columns is None and max(expected, len(cols)) > 4:
@@ -225,7 +232,8 @@ def read_columns(
             vocab = Vocabulary.build(
                 (t for s in sequences for t in (s.labels or ())), first=first_labels
             )
-    return TaggedCorpus(sequences=sequences, labels=vocab, path=path_s, num_documents=document + 1)
+    return TaggedCorpus(sequences=sequences, labels=vocab, path=path_s, num_documents=document + 1,
+                        num_columns=expected)
 
 
 def read_conll(

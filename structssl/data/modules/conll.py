@@ -253,6 +253,14 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         # trained on (labeled and unlabeled)
         fmt.fit(train, [*labeled, *unlabeled])
         self.num_labels = fmt.num_labels
+        from pytorch_lightning.utilities.rank_zero import rank_zero_info
+
+        origin = "detected" if fmt.tag_scheme == "auto" else "given"
+        rank_zero_info(
+            f"{self.files['train']}: {len(train)} tagged sentences, tag scheme {fmt.scheme} "
+            f"({origin}), {fmt.num_labels} tags{' (BIO)' if fmt.task == 'bio' else ''}: "
+            f"{', '.join(fmt.tags[:12])}{' ...' if fmt.num_labels > 12 else ''}"
+        )
         dev = fmt.read_labeled(self._path("dev"))[: self.max_dev] if self.files["dev"] else []
         test = fmt.read_labeled(self._path("test"))[: self.max_test] if self.files["test"] else []
         return {
