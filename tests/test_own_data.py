@@ -891,3 +891,14 @@ def test_command_line_errors_are_one_line(tmp_path: Path, capsys: pytest.Capture
               "        Option 'train_fil' is not accepted\n    - Expected a <class 'NoneType'>\n")
     assert short_parse_error(nested) == "--data: Option 'train_fil' is not accepted"
     assert short_parse_error("something else") == "something else"
+
+
+def test_unlabeled_file_with_a_sentence_per_line_is_refused(tmp_path: Path) -> None:
+    """The unlabeled file is read before the format is fitted; it gets the layout check too."""
+    (tmp_path / "t.conll").write_text("El O\nGrupo B-ORG\n\nAna B-PER\nvive O\n\n")
+    (tmp_path / "u.txt").write_text("La ONU habla hoy\nAna vive en Madrid\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         unlabeled_file=str(tmp_path / "u.txt"))
+    with pytest.raises(ValueError, match=r"u\.txt:1: expected 1 \(the token alone\) or the training "
+                                         r"file's 2 columns; got 4"):
+        dm.setup()

@@ -271,11 +271,12 @@ class TaggingFormat:
         return list(corpus.sequences)
 
     def _check_layout(self, corpus: TaggedCorpus, path: PathLike, labeled: bool) -> None:
-        """Files read after the training file must have its column count (tagged files), or
-        also the token alone or that layout without its last tag column (untagged files): a
+        """Files read after the training file (the first :meth:`read_labeled`) must have its
+        column count (tagged files), or also the token alone or that layout without its last
+        tag column (untagged files, also the unlabeled file read before :meth:`fit`): a
         sentence per line must not be read as one token plus "other columns"."""
         k, m = self.num_columns, corpus.num_columns
-        if k is None or m is None or not self.fitted:
+        if k is None or m is None:
             return
         allowed = {k}
         without_tag = not labeled and self.tag_column in (-1, k - 1) and k > 2
