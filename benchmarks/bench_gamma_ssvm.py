@@ -37,6 +37,12 @@ epochs) and CCCP's J per outer iteration.
   of constraint-guided labeling of the unlabeled data, a pseudo-labeled refit from w0 by
   L-BFGS and ``w = gamma w0 + (1 - gamma) w'``; one run, scored with the plain argmax ("no I")
   and with the constraint-guided search at test ("I"), the two CODL rows of Table 1.
+* ``sup-noI-qp`` (``--methods sup-qp``, a check, not a paper cell): the exact optimum of the
+  supervised objective of ``sup-noI`` (the same scorer and features, ``1/2||w||^2 + (C1/N)
+  sum xi``) by the 1-slack cutting-plane QP (:class:`~structssl.baselines.CuttingPlaneSSVM`
+  on DAQP, epsilon 1e-3), C1 from ``--c1-grid`` chosen on dev per subset; it tells whether
+  the supervised cells are short of the paper's because of the optimiser or because of the
+  model. Each record lists every subset's dev / test accuracy per C1.
 
 Constraints: the ``constraints`` block of ``configs/gamma_ssvm_citations.yaml``, read from that
 file so that the benchmark and the config cannot drift apart (the three types of seed 000
@@ -188,7 +194,7 @@ def citation_module(dm: Any, extra: bool, C1: float, C2: float, mu: float, lr: f
         LinearChain(dm.num_labels), scorer, citation_constraints(dm.label_names), C1=C1, C2=C2,
         mu=mu, extra_features=extra, search_k=args.search_k, supervised_epochs=supervised_epochs,
         inner_epochs=args.inner, tol=args.tol, optimizer="adam", lr=lr,
-        steps_per_batch=args.steps,
+        steps_per_batch=args.steps, keep_best_iterate=args.keep_best_iterate,
     )
 
 
@@ -210,9 +216,22 @@ def run_citations(args: argparse.Namespace, res: Results) -> None:
     from structssl.data import CitationsDataModule
 
     for N in args.sizes:
-        subsets = [0] if N > 25 else list(range(args.subsets))
-        chosen: dict[str, dict[str, Any]] = {}
-        acc: dict[str, list[float]] = {}
+        subsets = [0] if N > 25 else (args.subset_ids or list(range(args.subsets)))
+        # without subset 0 (where the hyper-parameters are chosen) the records of this N in
+        # --out are extended: their chosen values reused, their other subsets kept in the means
+        extend = 0 not in subsets
+        prior = {r["method"].removeprefix("structssl:"): r for r in res.records
+                 if r["task"] == f"citations_N{N}" and r["metric"] == "token_accuracy" and extend}
+        for method, rec in prior.items():
+            if rec.get("keep_best_iterate", True) != args.keep_best_iterate and method.startswith("gamma"):
+                raise SystemExit(f"citations_N{N} {method}: the records to extend have keep_best_iterate="
+                                 f"{rec.get('keep_best_iterate', True)}; pass the same (--[no-]keep-best-iterate)")
+        chosen: dict[str, dict[str, Any]] = {m: dict(r["hyperparameters"]) for m, r in prior.items()
+                                             if r.get("hyperparameters")}
+        if extend and not chosen:
+            raise SystemExit(f"--subset-ids {subsets} without subset 0 extends the citations_N{N} records "
+                             f"of {res.path}, which has none")
+        acc: dict[str, dict[int, float]] = {}  # method -> subset -> test accuracy
         for subset in subsets:
             t0 = time.time()
             dm = CitationsDataModule(num_labeled=N, subset=subset, num_unlabeled=args.num_unlabeled,
@@ -243,7 +262,7 @@ def run_citations(args: argparse.Namespace, res: Results) -> None:
                     base, trace = sup(chosen[key]["C1"])
                 chosen[key]["objective_plateau_last_subset"] = plateau(trace)
                 if "sup" in args.methods:
-                    acc.setdefault(key, []).append(accuracy(base, test))
+                    acc.setdefault(key, {})[subset] = accuracy(base, test)
                 state = {k: v.clone() for k, v in base.state_dict().items()}
 
                 # CoDL from the supervised weights (basic features, like the paper's CODL):
@@ -254,7 +273,7 @@ def run_citations(args: argparse.Namespace, res: Results) -> None:
                     fit(codl, dm, args.codl_rounds)
                     for decoded, name in ((False, "codl-noI"), (True, "codl-I")):
                         codl.constrained_decoding = decoded
-                        acc.setdefault(name, []).append(accuracy(codl, test))
+                        acc.setdefault(name, {})[subset] = accuracy(codl, test)
                         chosen[name] = {"C1": chosen[key]["C1"], "rounds": args.codl_rounds,
                                         "switches_last_subset": [h["switches"] for h in codl.history]}
                 if "gamma" not in args.methods:
@@ -282,19 +301,70 @@ def run_citations(args: argparse.Namespace, res: Results) -> None:
                 else:
                     mod = gamma(chosen[gkey]["C2"], chosen[gkey]["mu"])
                     log, test_acc = mod.cccp_objectives, accuracy(mod, test)
-                acc.setdefault(gkey, []).append(test_acc)
+                acc.setdefault(gkey, {})[subset] = test_acc
                 chosen[gkey]["cccp_objectives_last_subset"] = [round(v, 6) for v in log]
-            print(f"  N={N} subset {subset}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in acc.items())
+            print(f"  N={N} subset {subset}: " + ", ".join(f"{k} {v[subset]:.2f}" for k, v in acc.items())
                   + f" ({time.time() - t0:.0f}s)", flush=True)
             for method, values in acc.items():
                 paper = PAPER_T1[method][[5, 20, 300].index(N)] if N in (5, 20, 300) else None
-                mean, std = mean_std(values)
+                old = prior.get(method, {})
+                merged = dict(zip(old.get("subsets", []), old.get("per_subset", [])))
+                merged.update(values)
+                ids = sorted(merged)
+                mean, std = mean_std([merged[i] for i in ids])
+                extra = {"keep_best_iterate": args.keep_best_iterate} if method.startswith("gamma") else {}
                 res.add(record(
                     BENCH, f"citations_N{N}", f"structssl:{method}", "token_accuracy",
-                    mean, "%", True, len(values), std=std, per_subset=values,
-                    subsets=subsets[: len(values)], hyperparameters=chosen.get(method), paper_value=paper,
-                    paper_source="seed 000 Table 1",
+                    mean, "%", True, len(ids), std=std, per_subset=[merged[i] for i in ids],
+                    subsets=ids, hyperparameters=chosen.get(method), paper_value=paper,
+                    paper_source="seed 000 Table 1", **extra,
                 ))
+
+
+def run_citations_qp(args: argparse.Namespace, res: Results) -> None:
+    """``sup-noI-qp`` (module docstring): the supervised no-I objective solved exactly by the
+    1-slack cutting-plane QP on the same scorer, per subset, C1 chosen on dev."""
+    from structssl.baselines import CuttingPlaneSSVM
+    from structssl.baselines.feature_maps import ScorerFeatureMap
+    from structssl.data import CitationsDataModule
+
+    for N in args.sizes:
+        subsets = [0] if N > 25 else list(range(args.subsets))
+        test_acc: list[float] = []
+        per_subset: list[dict[str, Any]] = []
+        for subset in subsets:
+            dm = CitationsDataModule(num_labeled=N, subset=subset, num_unlabeled=0, features="hmm",
+                                     shuffle=False)
+            dm.setup("fit")
+            labeled = dm.collate(dm.splits["labeled"])
+            scorer = LinearChainScorer(num_labels=dm.num_labels, num_features=dm.num_features)
+            feature_map = ScorerFeatureMap(scorer, LinearChain(dm.num_labels))
+            grid = []
+            for c1 in args.c1_grid:
+                start = time.process_time()
+                qp = CuttingPlaneSSVM(feature_map, C=c1 / N, epsilon=1e-3, max_iter=5000)
+                qp.fit(labeled["inputs"], labeled["labels"], labeled["lengths"])
+                seconds = time.process_time() - start
+                scores = {}
+                for split in ("dev", "test"):
+                    metric = TokenAccuracy()
+                    for b in chunks(dm, dm.splits[split], 100):
+                        metric.update(qp.predict(b["inputs"], b["lengths"]), b["labels"], b["lengths"])
+                    scores[split] = 100.0 * float(metric.compute())
+                grid.append({"C1": c1, "dev": round(scores["dev"], 2), "test": round(scores["test"], 2),
+                             "qp_iterations": len(qp.history_), "cpu_s": round(seconds, 1)})
+                print(f"  N={N} subset {subset} sup-noI-qp C1={c1}: dev {scores['dev']:.2f} "
+                      f"test {scores['test']:.2f} ({seconds:.0f} CPU s)", flush=True)
+            best = max(grid, key=lambda g: g["dev"])
+            test_acc.append(best["test"])
+            per_subset.append({"subset": subset, "chosen_C1": best["C1"], "grid": grid})
+        mean, std = mean_std(test_acc)
+        res.add(record(
+            BENCH, f"citations_N{N}", "structssl:sup-noI-qp", "token_accuracy", mean, "%", True,
+            len(test_acc), std=std, per_subset=test_acc, subsets=subsets, selection="C1 on dev per subset",
+            solver="CuttingPlaneSSVM one_slack, DAQP, epsilon 1e-3", grids=per_subset,
+            paper_value_sup_noI=PAPER_T1["sup-noI"][[5, 20, 300].index(N)] if N in (5, 20, 300) else None,
+        ))
 
 
 # ---------------------------------------------------------------------- OCR
@@ -354,6 +424,12 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--sizes", type=int, nargs="+", default=[5, 20, 300])
     p.add_argument("--subsets", type=int, default=2, help="CoDL subsets for N <= 25 (paper: 5)")
+    p.add_argument("--subset-ids", type=int, nargs="+", default=None,
+                   help="run these CoDL subsets (N <= 25) instead of 0 .. --subsets - 1; without 0 the "
+                        "records in --out are extended (their hyper-parameters reused, their other "
+                        "subsets kept in the means)")
+    p.add_argument("--keep-best-iterate", action=argparse.BooleanOptionalAction, default=True,
+                   help="CCCPModule(keep_best_iterate=...) of the citation models")
     p.add_argument("--num-unlabeled", type=int, default=200, help="from the unlabeled file (paper: 1000)")
     p.add_argument("--search-k", type=int, default=4)
     p.add_argument("--steps", type=int, default=10, help="full-batch Adam steps per epoch")
@@ -363,7 +439,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--lr", type=float, default=0.05, help="Adam step size, supervised")
     p.add_argument("--cccp-lr", type=float, default=0.01, help="Adam step size, CCCP")
     p.add_argument("--tol", type=float, default=1e-4, help="CCCP stops when J falls by less")
-    p.add_argument("--methods", nargs="+", choices=["sup", "gamma", "codl"], default=["sup", "gamma", "codl"],
+    p.add_argument("--methods", nargs="+", choices=["sup", "gamma", "codl", "sup-qp"],
+                   default=["sup", "gamma", "codl"],
                    help="citations: the records to (re)compute (the supervised models are always "
                         "trained: Gamma-SSVM and CoDL start from them); the others in --out are kept")
     p.add_argument("--codl-rounds", type=int, default=None,
@@ -417,10 +494,22 @@ def main(argv: Optional[list[str]] = None) -> None:
         f"{args.ocr_epochs} epochs, Gamma <= {args.ocr_outer} outer x {args.ocr_inner} epochs ({args.ocr_steps} "
         f"Adam steps of lr {args.ocr_lr} per epoch)"
     )
+    if args.methods == ["sup-qp"]:
+        protocol = (
+            f"check of the optimiser, no paper cells: the supervised no-I objective of gamma_ssvm.json "
+            f"(token HMM, 1/2||w||^2 + (C1/N) sum of margin-rescaled Hamming hinges) solved exactly by "
+            f"CuttingPlaneSSVM (1-slack, DAQP, epsilon 1e-3), C1 in {args.c1_grid} chosen on dev per "
+            f"subset; citations N in {args.sizes}, CoDL subsets "
+            f"{args.subset_ids or list(range(args.subsets))} (N = 300: one set)"
+        )
     head = header(torch.device("cpu"), "quick" if args.quick else "scaled", protocol=protocol,
                   argv=sys.argv[1:] if argv is None else argv,
                   unavailable={"apartments (seed 000 Table 2)": "data set not available"})
     res = Results(out, head)
+    if args.methods == ["sup-qp"]:  # the check alone (its own --out)
+        run_citations_qp(args, res)
+        print(f"wrote {out}")
+        return
     missing = record(BENCH, "apartments", "structssl:gamma-I", "token_accuracy", 0.0, "%", True, 0,
                      unavailable=True, note="Craigslist apartments data set not available; not run")
     missing["value"] = None
@@ -428,7 +517,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     if args.only in (None, "ocr"):
         run_ocr(args, res)
     if args.only in (None, "citations"):
-        run_citations(args, res)
+        if "sup-qp" in args.methods:
+            run_citations_qp(args, res)
+        if {"sup", "gamma", "codl"} & set(args.methods):
+            run_citations(args, res)
     print(f"wrote {out}")
 
 
