@@ -902,3 +902,21 @@ def test_unlabeled_file_with_a_sentence_per_line_is_refused(tmp_path: Path) -> N
     with pytest.raises(ValueError, match=r"u\.txt:1: expected 1 \(the token alone\) or the training "
                                          r"file's 2 columns; got 4"):
         dm.setup()
+
+
+def test_cosvm_decodes_well_formed_bio(tmp_path: Path) -> None:
+    """Two-view models decode the joint potentials under the same BIO restriction."""
+    from structssl.scorers import LinearChainScorer, TwoViewScorer
+    from structssl.structures import LinearChain
+    from structssl.training import CoTrainingModule
+
+    dm = _tagged_and_untagged(tmp_path, 5, two_view=True)
+    views = [LinearChainScorer(factored=True, init_std=0.3) for _ in range(2)]
+    model = CoTrainingModule(LinearChain(), TwoViewScorer(*views), num_labeled=20, num_unlabeled=30)
+    model.adopt_sizes(dm.model_sizes())
+    batch = dm.collate(dm.splits["labeled"])
+    pot = model.decode_potentials(batch)
+    tags = list(dm.format.tags)
+    o, inside = tags.index("O"), next(i for i, t in enumerate(tags) if t.startswith("I-"))
+    assert bool(torch.isinf(pot.transitions[0, o, inside])) and bool(torch.isinf(pot.start[0, inside]))
+    assert torch.equal(pot.emissions, model.potentials(batch).joint.emissions)

@@ -85,7 +85,8 @@ class CoTrainingModule(SafeguardedModule):
         return self.scorer(batch["inputs"], batch["inputs_b"], batch.get("lengths"))
 
     def decode_potentials(self, batch: Batch) -> Potentials:
-        return self.potentials(batch).joint
+        """The joint potentials, restricted to valid BIO sequences with ``valid_spans``."""
+        return self.span_constrained(self.potentials(batch).joint, batch.get("lengths"))
 
     def labeled_term(self, batch: Batch) -> Tensor:
         """The mean labeled loss on the gold labels: ``labeled_loss`` of the joint potentials
