@@ -920,3 +920,12 @@ def test_cosvm_decodes_well_formed_bio(tmp_path: Path) -> None:
     o, inside = tags.index("O"), next(i for i, t in enumerate(tags) if t.startswith("I-"))
     assert bool(torch.isinf(pot.transitions[0, o, inside])) and bool(torch.isinf(pot.start[0, inside]))
     assert torch.equal(pot.emissions, model.potentials(batch).joint.emissions)
+
+
+def test_best_checkpoint_selects_on_span_f1_for_span_tags(run_dir: Path) -> None:
+    """``best.ckpt`` of a BIO run is chosen on ``val/span_f1`` (the callback asks for the
+    monitor before the module has adopted the data's task; it used to get token accuracy)."""
+    last = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    (key,) = [k for k in last["callbacks"] if k.startswith("BestCheckpoint")]
+    assert "'monitor': 'val/span_f1'" in key
+    assert last["callbacks"][key]["monitor"] == "val/span_f1"

@@ -537,8 +537,14 @@ class StructuredModule(pl.LightningModule):
         self._sizes = dict(sizes)
 
     def monitor(self) -> str:
-        """The dev metric that selects the best checkpoint (higher is better)."""
-        return "val/" + _PRIMARY_METRIC[self.task]
+        """The dev metric that selects the best checkpoint (higher is better): that of the
+        task given, else the attached data module's (callbacks ask before :meth:`setup` has
+        adopted it), else the current one."""
+        task = self._given_task
+        if task is None:
+            sizes = getattr(self._datamodule(), "model_sizes", None)
+            task = sizes().get("task") if callable(sizes) else None
+        return "val/" + _PRIMARY_METRIC[task or self.task]
 
     def _datamodule(self) -> Any:
         """The data module of the attached trainer (``None`` outside a trainer or without one)."""
