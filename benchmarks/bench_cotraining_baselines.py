@@ -77,7 +77,8 @@ class Draw:
 
         # three times the unlabeled sentences are drawn, and those of 10..40 tokens kept (the
         # thesis's sentence lengths); the feature vocabulary is fitted on labeled + unlabeled
-        dm = CoNLLDataModule(num_labeled=num_labeled, num_unlabeled=3 * max_unlabeled + 20,
+        dm = CoNLLDataModule(dev_file="conll2002/esp.testa", test_file="conll2002/esp.testb",
+                             num_labeled=num_labeled, num_unlabeled=3 * max_unlabeled + 20,
                              max_test=num_test, max_dev=1, window=window, two_view=True,
                              view_scheme=view_scheme, seed=seed)
         dm.setup()

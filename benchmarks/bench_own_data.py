@@ -180,7 +180,7 @@ def _per_evaluation(
     from structssl.training import SupervisedModule
 
     torch.set_num_threads(1)
-    data = CoNLLDataModule(train_file=str(train))  # the defaults of configs/tagger.yaml
+    data = CoNLLDataModule(train_file=str(train))  # configs/tagger.yaml's data, no dev / test
     data.setup("fit")
     sizes = data.model_sizes()
     chunks = [data.collate(c)

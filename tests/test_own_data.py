@@ -929,3 +929,13 @@ def test_best_checkpoint_selects_on_span_f1_for_span_tags(run_dir: Path) -> None
     (key,) = [k for k in last["callbacks"] if k.startswith("BestCheckpoint")]
     assert "'monitor': 'val/span_f1'" in key
     assert last["callbacks"][key]["monitor"] == "val/span_f1"
+
+
+def test_data_module_has_no_dev_or_test_file_unless_given(tmp_path: Path) -> None:
+    """``CoNLLDataModule(train_file=MINE)`` used to evaluate on CoNLL-2002 Spanish's dev and
+    test files (their defaults) when ../shared was present; now only the files given."""
+    (tmp_path / "t.conll").write_text("El O\nGrupo B-ORG\n\nAna B-PER\nvive O\n\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"))
+    dm.setup()
+    assert dm.files["dev"] is None and dm.files["test"] is None
+    assert dm.splits["dev"] == [] and dm.splits["test"] == []

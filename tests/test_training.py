@@ -253,7 +253,8 @@ def test_conll_real_data_smoke() -> None:
         pytest.skip("real data directory not found")
     if not (root / "conll2002" / "esp.train").exists():
         pytest.skip("CoNLL-2002 not in the data directory")
-    dm = CoNLLDataModule(num_labeled=5, num_unlabeled=5, max_dev=5, max_test=5)
+    dm = CoNLLDataModule(dev_file="conll2002/esp.testa", test_file="conll2002/esp.testb",
+                         num_labeled=5, num_unlabeled=5, max_dev=5, max_test=5)
     dm.setup("fit")
     assert dm.num_labeled_examples == 5 and len(dm.splits["test"]) == 5
     assert dm.num_features > 100

@@ -55,9 +55,11 @@ class CoNLLDataModule(SemiSupervisedDataModule):
     (``max_full_batch_positions``).
 
     Args:
-        train_file: the tagged training file.
-        dev_file: tagged dev file (model selection, ``val/`` metrics), or ``None``.
-        test_file: tagged test file (``test/`` metrics), or ``None``.
+        train_file: the tagged training file (default: CoNLL-2002 Spanish's, under
+            ``data_dir``).
+        dev_file: tagged dev file (model selection, ``val/`` metrics), or ``None`` (the
+            default: never another corpus's dev file next to your training file).
+        test_file: tagged test file (``test/`` metrics), or ``None`` (the default).
         unlabeled_file: a file of untagged sentences (one token per line, blank line between
             sentences; extra columns allowed), or ``None``.
         data_dir: where relative paths that do not exist as given are looked up.
@@ -103,8 +105,8 @@ class CoNLLDataModule(SemiSupervisedDataModule):
     def __init__(
         self,
         train_file: str = "conll2002/esp.train",
-        dev_file: Optional[str] = "conll2002/esp.testa",
-        test_file: Optional[str] = "conll2002/esp.testb",
+        dev_file: Optional[str] = None,
+        test_file: Optional[str] = None,
         unlabeled_file: Optional[str] = None,
         data_dir: Optional[str] = None,
         token_column: int = 0,
