@@ -252,7 +252,11 @@ def _cli_class() -> Any:
             # Lightning reads --ckpt_path here first: a bad file gets an error naming it
             sub = self.config.get("subcommand")
             if sub and self.config[sub].get("ckpt_path"):
-                check_checkpoint_file(self.config[sub]["ckpt_path"])
+                try:
+                    check_checkpoint_file(self.config[sub]["ckpt_path"], resume=sub == "fit")
+                except (OSError, ValueError) as err:  # the user's path: one line, no traceback
+                    err._structssl_data_error = True  # type: ignore[attr-defined]
+                    raise
             super()._parse_ckpt_path()
 
         def before_instantiate_classes(self) -> None:
@@ -314,14 +318,16 @@ def _cli_class() -> Any:
     return StructSSLCLI
 
 
-def check_checkpoint_file(path: Any) -> None:
+def check_checkpoint_file(path: Any, resume: bool = False) -> None:
     """Fail early, naming the file, when ``--ckpt_path`` is not a readable checkpoint (missing,
-    empty, truncated or corrupt), instead of a bare ``OSError`` / ``EOFError`` from deep inside
-    Lightning. Lightning's own names (``last``, ``best``, ``hpc``, ``registry...``) pass.
+    empty, truncated or corrupt), or with ``resume`` (``structssl fit``) one without the
+    optimizer state (``best.ckpt``), instead of a bare ``OSError`` / ``EOFError`` / ``KeyError``
+    from deep inside Lightning. Lightning's own names (``last``, ``best``, ``hpc``,
+    ``registry...``) pass.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file is not a checkpoint ``torch.load`` can read.
+        ValueError: the file is not a checkpoint ``torch.load`` can read, or cannot be resumed.
     """
     import zipfile
 
@@ -347,16 +353,21 @@ def check_checkpoint_file(path: Any) -> None:
             ) from None
         if bad is not None:
             raise ValueError(f"--ckpt_path {file}: corrupt checkpoint (bad entry {bad}) {hint}")
-        return
     import torch
 
     try:
-        torch.load(file, map_location="cpu", weights_only=False)
+        ckpt = torch.load(file, map_location="cpu", weights_only=False, mmap=zipfile.is_zipfile(file))
     except Exception as err:  # noqa: BLE001 - any failure means: not a readable checkpoint
         raise ValueError(
             f"--ckpt_path {file}: not a readable checkpoint ({size} bytes; "
             f"{type(err).__name__}: {err}) {hint}"
         ) from None
+    if resume and isinstance(ckpt, dict) and "optimizer_states" not in ckpt:
+        raise ValueError(
+            f"--ckpt_path {file}: the checkpoint holds the model alone, without the optimizer "
+            f"state (best.ckpt is written so), so a run cannot resume from it; resume from "
+            f"{file.with_name('last.ckpt')}, or evaluate it with `structssl test --ckpt_path`"
+        )
 
 
 def short_parse_error(message: str) -> str:

@@ -939,3 +939,13 @@ def test_data_module_has_no_dev_or_test_file_unless_given(tmp_path: Path) -> Non
     dm.setup()
     assert dm.files["dev"] is None and dm.files["test"] is None
     assert dm.splits["dev"] == [] and dm.splits["test"] == []
+
+
+def test_resuming_from_best_ckpt_is_one_line(corpus: dict[str, Any], run_dir: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    best = run_dir / "checkpoints" / "best.ckpt"
+    assert main(["fit", f"--config={CONFIG}", f"--data.train_file={corpus['root'] / 'TRAIN.conll'}",
+                 f"--trainer.default_root_dir={run_dir}", f"--ckpt_path={best}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"structssl fit: --ckpt_path {best}: the checkpoint holds the model alone")
+    assert err.endswith("or evaluate it with `structssl test --ckpt_path`") and "\n" not in err
