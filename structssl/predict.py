@@ -180,8 +180,15 @@ class Tagger:
             TypeError: a sentence is a string, not a list of tokens.
             ValueError: an empty sentence or token, or a model that needs feature columns.
         """
+        return [list(s.tags) for s in self.predict(list(sentences))]
+
+    def _records(self, sentences: Iterable[Union[Sequence, Seq[str]]]) -> list[Sequence]:
+        """Sentence records; token lists become records without feature columns."""
         records = []
         for i, tokens in enumerate(sentences):
+            if isinstance(tokens, Sequence):
+                records.append(tokens)
+                continue
             if isinstance(tokens, str):
                 raise TypeError(f"sentences[{i}] must be a list of tokens; got a str")
             tokens = tuple(tokens)
@@ -193,12 +200,13 @@ class Tagger:
                     "files; tag files with them (tag_file) instead of bare tokens"
                 )
             records.append(Sequence(tokens=tokens, features=tuple(() for _ in tokens)))
-        return [list(s.tags) for s in self.predict(records)]
+        return records
 
     def predict(
-        self, sentences: Seq[Sequence], confidence: bool = False, kbest: int = 1
+        self, sentences: Seq[Union[Sequence, Seq[str]]], confidence: bool = False, kbest: int = 1
     ) -> list[TaggedSentence]:
-        """Decode sentence records (from :meth:`TaggingFormat.read_tokens`), in their order.
+        """Decode sentences, in their order: token lists, or records (from
+        :meth:`TaggingFormat.read_tokens`, which carry the feature columns a model may use).
 
         Args:
             sentences: the sentences.
@@ -212,6 +220,7 @@ class Tagger:
         """
         if isinstance(kbest, bool) or not isinstance(kbest, int) or kbest < 1:
             raise ValueError(f"kbest must be an int >= 1; got {kbest!r}")
+        sentences = self._records(sentences)
         model, structure = self.model, self.model.structure
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
         out: list[Optional[TaggedSentence]] = [None] * len(sentences)

@@ -949,3 +949,13 @@ def test_resuming_from_best_ckpt_is_one_line(corpus: dict[str, Any], run_dir: Pa
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"structssl fit: --ckpt_path {best}: the checkpoint holds the model alone")
     assert err.endswith("or evaluate it with `structssl test --ckpt_path`") and "\n" not in err
+
+
+def test_predict_takes_token_lists(run_dir: Path) -> None:
+    tagger = Tagger.load(run_dir)
+    sentences = [["Aspirina", "cada", "dia"], ["Morfina"]]
+    out = tagger.predict(sentences, confidence=True, kbest=2)
+    assert [list(s.tags) for s in out] == tagger.tag(sentences)
+    assert all(s.confidence is not None and len(s.alternatives) == 1 for s in out)
+    with pytest.raises(TypeError, match=r"sentences\[0\] must be a list of tokens; got a str"):
+        tagger.predict(["Aspirina cada dia"])
