@@ -959,3 +959,25 @@ def test_predict_takes_token_lists(run_dir: Path) -> None:
     assert all(s.confidence is not None and len(s.alternatives) == 1 for s in out)
     with pytest.raises(TypeError, match=r"sentences\[0\] must be a list of tokens; got a str"):
         tagger.predict(["Aspirina cada dia"])
+
+
+def test_lbfgs_on_mini_batches_warns(corpus: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.warns(UserWarning, match=r"optimizer='lbfgs' on mini-batches \(batch_size=8\)"):
+        assert main(["fit", f"--config={CONFIG}", f"--data.train_file={corpus['root'] / 'TRAIN.conll'}",
+                     "--data.batch_size=8", "--trainer.max_epochs=1", f"--trainer.default_root_dir={tmp_path}",
+                     "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]) == 0
+
+
+def test_constraints_that_do_not_fit_the_tags_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The NER recipes' constraints name an O tag; on part-of-speech tags the fit stops with
+    one line naming the constraints and the labels (it was a traceback)."""
+    (tmp_path / "t.conll").write_text("She PRP\nsleeps VBZ\n. .\n\nHe PRP\nran VBD\n\n")
+    (tmp_path / "u.txt").write_text("They\nsleep\n\n")
+    assert main(["fit", f"--config={CONFIG.parent / 'tagger_ssl_codl.yaml'}",
+                 f"--data.train_file={tmp_path / 't.conll'}", f"--data.unlabeled_file={tmp_path / 'u.txt'}",
+                 f"--trainer.default_root_dir={tmp_path}", "--trainer.max_epochs=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("structssl fit: CoDLModule: the constraints ['WordLabels(")
+    assert "do not fit the data's labels ['.', 'PRP', 'VBD', 'VBZ']" in err and "unknown label 'O'" in err

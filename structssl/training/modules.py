@@ -571,7 +571,17 @@ class StructuredModule(pl.LightningModule):
                     "a label list, and neither the data module (label_names, tags) nor tags= "
                     "give one"
                 )
-            constraints = constraints.bind(names)
+            try:
+                constraints = constraints.bind(names)
+            except ValueError as err:  # the user's labels and constraints: one line on the CLI
+                error = ValueError(
+                    f"{type(self).__name__}: the constraints {constraints.names} do not fit the "
+                    f"data's labels {names[:20]}{' ...' if len(names) > 20 else ''}: {err} "
+                    "(write the constraints over your tag set, or use a recipe without "
+                    "constraints such as configs/tagger_ssl.yaml)"
+                )
+                error._structssl_data_error = True  # type: ignore[attr-defined]
+                raise error from None
         pending = constraints.pending_targets
         if not pending or not estimate_targets:
             return constraints
@@ -629,6 +639,16 @@ class StructuredModule(pl.LightningModule):
             raise ValueError(
                 f"structure.num_labels must match the data module's num_labels = {got}; got "
                 f"{expected}"
+            )
+        batch_size = getattr(dm, "batch_size", None)
+        if stage == "fit" and self.optimizer_name == "lbfgs" and batch_size is not None:
+            from pytorch_lightning.utilities.rank_zero import rank_zero_warn
+
+            rank_zero_warn(
+                f"{type(self).__name__}: optimizer='lbfgs' on mini-batches (batch_size="
+                f"{batch_size}): every batch takes {self.lbfgs_max_iter} L-BFGS iterations with "
+                "a curvature history of other batches, which can diverge or collapse to one tag; "
+                "train full-batch (batch_size null: length chunks) or set optimizer adam / sgd"
             )
 
     # ------------------------------------------------------------------ scoring
