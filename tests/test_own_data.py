@@ -981,3 +981,21 @@ def test_constraints_that_do_not_fit_the_tags_are_one_line(
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("structssl fit: CoDLModule: the constraints ['WordLabels(")
     assert "do not fit the data's labels ['.', 'PRP', 'VBD', 'VBZ']" in err and "unknown label 'O'" in err
+
+
+def test_constraints_the_gold_tags_break_are_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The NER recipes' rule "a lower-case word does not begin an entity" on lower-case drug
+    names: fit logs how many tagged sentences break each constraint and warns above 25 %."""
+    (tmp_path / "t.conll").write_text(
+        "take O\naspirina B-DRUG\n\nthe O\nmorfina B-DRUG\n.\tO\n\nEl O\nAspirina B-DRUG\n\n"
+    )
+    (tmp_path / "u.txt").write_text("take\nmorfina\n\n")
+    with pytest.warns(UserWarning, match=r"CoDLModule: the gold labels of the labeled examples "
+                                         r"break WordLabels\(\[a-z.* \(67 %\)"):
+        assert main(["fit", f"--config={CONFIG.parent / 'tagger_ssl_codl.yaml'}",
+                     f"--data.train_file={tmp_path / 't.conll'}", f"--data.unlabeled_file={tmp_path / 'u.txt'}",
+                     f"--trainer.default_root_dir={tmp_path}", "--trainer.max_epochs=1",
+                     "--model.init_args.supervised_epochs=1", "--trainer.enable_progress_bar=false",
+                     "--trainer.enable_model_summary=false"]) == 0

@@ -582,35 +582,72 @@ class StructuredModule(pl.LightningModule):
                 )
                 error._structssl_data_error = True  # type: ignore[attr-defined]
                 raise error from None
-        pending = constraints.pending_targets
-        if not pending or not estimate_targets:
+        if not estimate_targets:
             return constraints
+        pending = constraints.pending_targets
         dm = self._datamodule()
         splits = getattr(dm, "splits", None)
         examples = splits.get("labeled") if isinstance(splits, dict) else None
         if not examples:
-            raise ValueError(
-                f"{type(self).__name__}: the constraints {pending} have target='labeled' "
-                "(estimated from the labeled examples), but the data has no labeled examples; "
-                "give the target as a number"
-            )
+            if pending:
+                raise ValueError(
+                    f"{type(self).__name__}: the constraints {pending} have target='labeled' "
+                    "(estimated from the labeled examples), but the data has no labeled "
+                    "examples; give the target as a number"
+                )
+            return constraints
+        from pytorch_lightning.utilities.rank_zero import rank_zero_info
+
         from structssl.data.modules.conll import MAX_CHUNK_POSITIONS, length_chunks
 
         positions = getattr(dm, "max_chunk_positions", MAX_CHUNK_POSITIONS)
         chunks = [dm.collate(part) for part in length_chunks(examples, positions)]
-        constraints = constraints.with_targets_from(
-            [c["labels"] for c in chunks], [c["lengths"] for c in chunks],
-            [c.get("tokens") for c in chunks],
-        )
-        from pytorch_lightning.utilities.rank_zero import rank_zero_info
-
-        for con in constraints:
-            if con.name in pending:
-                rank_zero_info(
-                    f"{type(self).__name__}: {con.name} target estimated from the "
-                    f"{len(examples)} labeled examples: {getattr(con, 'target'):.6g}"
-                )
+        if pending:
+            constraints = constraints.with_targets_from(
+                [c["labels"] for c in chunks], [c["lengths"] for c in chunks],
+                [c.get("tokens") for c in chunks],
+            )
+            for con in constraints:
+                if con.name in pending:
+                    rank_zero_info(
+                        f"{type(self).__name__}: {con.name} target estimated from the "
+                        f"{len(examples)} labeled examples: {getattr(con, 'target'):.6g}"
+                    )
+        self._report_gold_violations(constraints, chunks)
         return constraints
+
+    def _report_gold_violations(self, constraints: Any, chunks: list[Batch]) -> None:
+        """Log how many labeled examples break each instance-level constraint with their own
+        gold labels, and warn when one breaks it in more than a quarter of them: constraints
+        that contradict the user's own tagging (e.g. "a lower-case word does not begin an
+        entity" on lower-case drug names) push the unlabeled data away from it."""
+        from pytorch_lightning.utilities.rank_zero import rank_zero_info, rank_zero_warn
+
+        instance = [c for c in constraints if c.level == "instance"]
+        if not instance:
+            return
+        broken = dict.fromkeys((c.name for c in instance), 0)
+        total = 0
+        with torch.no_grad():
+            for chunk in chunks:
+                labels, lengths, tokens = chunk["labels"], chunk["lengths"], chunk.get("tokens")
+                if any(c.needs_tokens for c in instance) and tokens is None:
+                    return  # examples without tokens: nothing to check token rules on
+                total += int(lengths.shape[0])
+                for c in instance:
+                    broken[c.name] += int((c.violation(labels, lengths, tokens) > 0).sum())
+        shares = {name: count / max(total, 1) for name, count in broken.items()}
+        rank_zero_info(
+            f"{type(self).__name__}: labeled examples whose gold labels break each constraint: "
+            + "; ".join(f"{name} {broken[name]} of {total}" for name in broken)
+        )
+        high = [f"{name} ({100 * share:.0f} %)" for name, share in shares.items() if share > 0.25]
+        if high:
+            rank_zero_warn(
+                f"{type(self).__name__}: the gold labels of the labeled examples break "
+                f"{', '.join(high)}: these constraints contradict your own tagging and push the "
+                "unlabeled data away from it; check or drop them"
+            )
 
     def label_names(self) -> Optional[list[str]]:
         """The label names in label-index order, to bind constraints to: the data module's
