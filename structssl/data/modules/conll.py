@@ -261,7 +261,9 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         rank_zero_info(
             f"{self.files['train']}: {len(train)} tagged sentences, tag scheme {fmt.scheme} "
             f"({origin}), {fmt.num_labels} tags{' (BIO)' if fmt.task == 'bio' else ''}: "
-            f"{', '.join(fmt.tags[:12])}{' ...' if fmt.num_labels > 12 else ''}"
+            f"{', '.join(fmt.tags[:12])}{' ...' if fmt.num_labels > 12 else ''}; "
+            f"{len(labeled)} kept tagged, {len(unlabeled)} untagged (semi-supervised procedures "
+            "train on these)"
         )
         dev = fmt.read_labeled(self._path("dev"))[: self.max_dev] if self.files["dev"] else []
         test = fmt.read_labeled(self._path("test"))[: self.max_test] if self.files["test"] else []
