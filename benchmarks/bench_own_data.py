@@ -22,7 +22,9 @@ one thread: structssl ``--num_threads=1``, CRFsuite is single threaded).
 ``--model.init_args.tolerance=TOL``, ``--model.init_args.lbfgs_max_iter=K`` (``TOL:K``; K
 defaults to ``--lbfgs-max-iter``, 10: TOL is then CRFsuite's ``delta`` over a ``period`` of 10
 iterations; ``none`` runs the config as shipped) and a high epoch cap (``--cap``, default 100
-epochs; ``--precision 64-true`` for float64; ``--lbfgs-history H`` for another L-BFGS history),
+epochs; ``--precision 64-true`` for float64; ``--lbfgs-history H`` for another L-BFGS history,
+``--lbfgs-precondition A`` for another preconditioning weight, 0 for plain L-BFGS; method
+names carry ``+lbfgs_precondition=A``, or ``+plain-lbfgs`` against a preconditioned config),
 and reports the epochs and L-BFGS iterations and
 evaluations it ran (the optimiser state in ``last.ckpt``), fit CPU and wall time and test span
 F1, beside sklearn-crfsuite with 100 iterations and to its own convergence
@@ -125,6 +127,14 @@ def _structssl(
         "span_f1": _span_f1(work / "PREDICTIONS.conll", gold, tagger.tags),
         "fit_s": fit_s, "fit_cpu_s": fit_cpu_s, "predict_s": predict_s, **_run_counts(run),
     }
+
+
+def _config_precondition() -> float | None:
+    """``configs/tagger.yaml``'s ``lbfgs_precondition`` (None: plain L-BFGS)."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "configs" / "tagger.yaml").read_text(encoding="utf-8"))
+    return config["model"]["init_args"].get("lbfgs_precondition")
 
 
 def _run_counts(run: Path) -> dict[str, Any]:
@@ -292,6 +302,7 @@ def _convergence(
     train: Path, dev: Path, test: Path, work: Path, specs: list[str], lbfgs_max_iter: int,
     cap: int, repeats: int, threads: int, quick: bool, precision: str | None = None,
     peers: bool = True, lbfgs_history: int | None = None,
+    lbfgs_precondition: float | None = None,
 ) -> list[dict[str, Any]]:
     """``configs/tagger.yaml`` trained to each tolerance (``specs``: ``TOL`` or ``TOL:K``, K
     L-BFGS iterations per epoch, default ``lbfgs_max_iter``; ``none``: the config as shipped),
@@ -299,28 +310,37 @@ def _convergence(
     ``repeats`` alternating runs."""
     peer_iterations = 30 if quick else 100
     runs: dict[str, list[dict[str, Any]]] = {}
+    # method names say when L-BFGS is preconditioned (the config's value or the option's)
+    # (0: plain L-BFGS whatever the config says)
+    precondition = _config_precondition() if lbfgs_precondition is None else lbfgs_precondition
+    suffix = (f"+lbfgs_precondition={precondition:g}" if precondition else
+              "+plain-lbfgs" if _config_precondition() else "")
+    override = () if lbfgs_precondition is None else (
+        f"--model.init_args.lbfgs_precondition={lbfgs_precondition or 'null'}",)
     settings: dict[str, dict[str, Any]] = {}
     for r in range(repeats):
         for spec in specs:
             if spec == "none":  # the config as shipped, beside them
-                method = "structssl:tagger.yaml"
+                method = "structssl:tagger.yaml" + suffix
                 settings[method] = {"tolerance": None, "lbfgs_max_iter": "config (20)",
-                                    "epochs": "config (5)"}
+                                    "epochs": "config (5)", "lbfgs_precondition": precondition or None}
                 runs.setdefault(method, []).append(_structssl(
-                    train, dev, test, work / f"config-{r}", None, threads))
+                    train, dev, test, work / f"config-{r}", None, threads, extra=override))
                 print(method, runs[method][-1], flush=True)
                 continue
             tol_text, _, k_text = spec.partition(":")
             tol, k = float(tol_text), int(k_text) if k_text else lbfgs_max_iter
             method = (f"structssl:tagger.yaml+tolerance={tol:g}+lbfgs_max_iter={k}"
                       + (f"+precision={precision}" if precision else "")
-                      + (f"+lbfgs_history={lbfgs_history}" if lbfgs_history else ""))
+                      + (f"+lbfgs_history={lbfgs_history}" if lbfgs_history else "") + suffix)
             settings[method] = {"tolerance": tol, "lbfgs_max_iter": k, "epoch_cap": cap,
                                 "precision": precision or "config (32-true)",
-                                "lbfgs_history": lbfgs_history or "config (10)"}
+                                "lbfgs_history": lbfgs_history or "config (10)",
+                                "lbfgs_precondition": precondition or None}
             extra = (f"--model.init_args.tolerance={tol}", f"--model.init_args.lbfgs_max_iter={k}",
                      *([f"--trainer.precision={precision}"] if precision else []),
-                     *([f"--model.init_args.lbfgs_history={lbfgs_history}"] if lbfgs_history else []))
+                     *([f"--model.init_args.lbfgs_history={lbfgs_history}"] if lbfgs_history else []),
+                     *override)
             runs.setdefault(method, []).append(_structssl(
                 train, dev, test, work / f"tol{tol:g}-{k}-{r}", cap, threads, extra=extra))
             print(method, runs[method][-1], flush=True)
@@ -376,6 +396,9 @@ def main() -> None:
                         "and converged")
     parser.add_argument("--lbfgs-history", type=int, default=None, help="--converge: the "
                         "structssl runs' --model.init_args.lbfgs_history (default the config's)")
+    parser.add_argument("--lbfgs-precondition", type=float, default=None, help="--converge: "
+                        "the structssl runs' --model.init_args.lbfgs_precondition (default the "
+                        "config's; 0: plain L-BFGS)")
     parser.add_argument("--precision", default=None, help="--converge: the structssl runs' "
                         "--trainer.precision (e.g. 64-true; default the config's)")
     parser.add_argument("--no-peers", action="store_true", help="--converge: skip "
@@ -401,7 +424,8 @@ def main() -> None:
         if args.converge:
             records = _convergence(train, dev, test, work, args.converge, args.lbfgs_max_iter,
                                    args.cap, args.repeats, args.threads, args.quick,
-                                   args.precision, not args.no_peers, args.lbfgs_history)
+                                   args.precision, not args.no_peers, args.lbfgs_history,
+                                   args.lbfgs_precondition)
             name = "own_data_convergence" + ("_quick" if args.quick else "")
             old = RESULTS / f"{name}.json"
             if args.append and old.is_file():

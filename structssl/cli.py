@@ -40,7 +40,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 #: a deprecation warning raised inside Lightning 2.6's pytree helpers under recent torch
 #: releases (not actionable by users of structssl)
@@ -106,10 +106,31 @@ class _DropAdverts(logging.Filter):
         return not str(record.msg).startswith("💡 Tip")
 
 
+def _one_line_error(
+    parser: Any, default: Callable[[str, Optional[Exception]], Any], message: str,
+    ex: Optional[Exception],
+) -> Any:
+    """A command-line error in one line (the option and the reason, see
+    :func:`short_parse_error`) instead of argparse's usage of every option (``default``, the
+    parser's own ``error``, where it must not exit or ``JSONARGPARSE_DEBUG`` is set)."""
+    if not parser.exit_on_error or os.environ.get("JSONARGPARSE_DEBUG"):
+        return default(message, ex)
+    owner = getattr(ex, "subcommand_parser", None) or parser
+    prog = owner.prog.replace(" [options]", "")
+    sys.stderr.write(
+        f"{prog}: error: {short_parse_error(message)} (`{prog} --help` lists the options)\n"
+    )
+    parser.exit(2)
+
+
 def _predict(argv: Sequence[str]) -> int:
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    parser = ArgumentParser(
+    class PredictParser(ArgumentParser):
+        def error(self, message: str, ex: Optional[Exception] = None) -> Any:
+            return _one_line_error(self, super().error, message, ex)
+
+    parser = PredictParser(
         prog="structssl predict",
         description="Tag a file with a trained sequence tagger. The output has one "
         "'token<TAB>tag' line per token and a blank line after each sentence, in the input's "
@@ -187,14 +208,7 @@ def _cli_class() -> Any:
         :func:`short_parse_error`) instead of argparse's usage of every option."""
 
         def error(self, message: str, ex: Optional[Exception] = None) -> Any:
-            if not self.exit_on_error or os.environ.get("JSONARGPARSE_DEBUG"):
-                return super().error(message, ex)
-            parser = getattr(ex, "subcommand_parser", None) or self
-            prog = parser.prog.replace(" [options]", "")
-            sys.stderr.write(
-                f"{prog}: error: {short_parse_error(message)} (`{prog} --help` lists the options)\n"
-            )
-            self.exit(2)
+            return _one_line_error(self, super().error, message, ex)
 
     class StructSSLCLI(LightningCLI):
         """``LightningCLI`` with ``test_after_fit``, ``num_threads``, a CSV logger default,

@@ -88,8 +88,13 @@ def load_model(path: PathLike, map_location: str = "cpu") -> Any:
     try:
         ckpt = torch.load(file, map_location=map_location, weights_only=True)
     except Exception as err:  # truncated, empty or foreign files
+        # torch's first sentence says what failed; the rest is advice about torch.load itself
+        first = (str(err).strip().splitlines() or [""])[0].split(". ")[0]
+        first = first if len(first) <= 160 else first[:157] + "..."
         raise ValueError(
-            f"{file}: not a readable checkpoint ({type(err).__name__}: {err})"
+            f"{file}: not a readable checkpoint ({file.stat().st_size} bytes; "
+            f"{type(err).__name__}: {first}); expected a checkpoint written by `structssl fit` "
+            "(RUN_DIR/checkpoints/best.ckpt), or its RUN_DIR"
         ) from None
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
         raise ValueError(f"{file}: not a Lightning checkpoint (no state_dict)")
@@ -302,6 +307,7 @@ class Tagger:
                 stacklevel=2,
             )
         try:
+            self._check_tag_column(reader, input)
             gold, not_scored = self._gold(reader, input)  # the sentences with their tags
             sentences = gold if gold is not None else reader.read_tokens(input)
         except DecodingError as err:
@@ -327,6 +333,46 @@ class Tagger:
         elif not_scored is not None:
             summary["not_scored"] = not_scored
         return summary
+
+    def _check_tag_column(self, reader: TaggingFormat, path: Path) -> None:
+        """An input with the training layout's column count whose tag column mostly holds
+        values that are no tags of the model (neither in its tag set, in the training scheme
+        or in BIO, nor ``O`` / a tag of one of its span types in another scheme) is a sentence
+        per line read as columns: an error naming the first such line, not predictions for a
+        fraction of its words."""
+        k = reader.num_columns
+        if k is None or k < 2:
+            return
+        try:
+            corpus = reader._read(path, labeled=True)  # raw tag column, no tag checks
+        except ValueError:
+            return  # no tag column, or a malformed file: reported as it is read for tagging
+        if corpus.num_columns != k:
+            return
+        tags = set(self.tags)
+        types = {t.split("-", 1)[1] for t in tags if "-" in t}
+        scheme = self.format.scheme or "bio"
+
+        def tag_like(value: str) -> bool:
+            if value in tags or value == "O" and self.format.task == "bio":
+                return True
+            try:
+                if to_bio([value], scheme)[0] in tags:
+                    return True
+            except ValueError:
+                pass
+            return "-" in value and value.split("-", 1)[1] in types
+
+        values = [(seq.line + t, tag) for seq in corpus.sequences for t, tag in enumerate(seq.labels or ())]
+        strange = [(line, tag) for line, tag in values if not tag_like(tag)]
+        if 2 * len(strange) > len(values):
+            line, tag = strange[0]
+            raise ValueError(
+                f"{path}:{line}: read in the training file's layout ({k} columns, the tag "
+                f"last), but {len(strange)} of its {len(values)} tag-column values are no tags of "
+                f"the model (here {tag!r}; tags: {sorted(tags)}): a file to tag holds one token "
+                "per line, alone or in the training layout (is this a sentence per line?)"
+            )
 
     @staticmethod
     def _gold(

@@ -236,3 +236,25 @@ def test_pairwise_multilabel_matches_exact_distribution() -> None:
     torch.testing.assert_close(observed, expected, atol=0.03, rtol=0)
     with pytest.raises(ValueError, match="num_labels must be <= 16 with method='pairwise'"):
         correlated_multilabel(num_labels=17, method="pairwise")
+
+
+def test_batch_to_device_keeps_token_lists_and_structure() -> None:
+    """The data modules' transfer hook: tensors moved, token lists kept as the same objects
+    (not walked string by string), dicts / lists / named tuples rebuilt with their types."""
+    import collections
+
+    from structssl.data.batch import batch_to_device
+
+    pair = collections.namedtuple("pair", "a b")
+    tokens = [("El", "Grupo"), ("Madrid",)]
+    batch = {"labeled": [{"inputs": torch.ones(2, 3), "tokens": tokens}], "unlabeled": None,
+             "parts": pair(torch.zeros(1), [torch.ones(1)]), "empty": [], "words": ("a", "b")}
+    out = batch_to_device(batch, torch.device("cpu"))
+    assert out["labeled"][0]["tokens"] is tokens and out["words"] is batch["words"]
+    assert torch.equal(out["labeled"][0]["inputs"], batch["labeled"][0]["inputs"])
+    assert isinstance(out["parts"], pair) and torch.equal(out["parts"].b[0], torch.ones(1))
+    assert out["unlabeled"] is None and out["empty"] == []
+    if torch.cuda.is_available():
+        moved = batch_to_device(batch, torch.device("cuda"))
+        assert moved["labeled"][0]["inputs"].is_cuda and moved["parts"].b[0].is_cuda
+        assert moved["labeled"][0]["tokens"] is tokens

@@ -493,6 +493,12 @@ def test_bad_checkpoints_get_clear_errors(
     truncated.write_bytes((run_dir / "checkpoints" / "last.ckpt").read_bytes()[:500])
     with pytest.raises(ValueError, match=r"cut\.ckpt: not a readable checkpoint"):
         load_model(truncated)
+    text = tmp_path / "notes.txt"  # e.g. --model given the file to tag: torch's advice left out
+    text.write_text("El O\nGrupo B-ORG\n")
+    with pytest.raises(ValueError, match=r"notes\.txt: not a readable checkpoint \(17 bytes; "
+                                         r".*expected a checkpoint written by `structssl fit`") as info:
+        load_model(text)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400, str(info.value)
     with pytest.raises(FileNotFoundError, match="no checkpoint in"):
         load_model(tmp_path)
     assert main(["predict", "--model", str(tmp_path), "--input", "x", "--output", "y"]) == 2
@@ -798,6 +804,30 @@ def test_predict_input_of_one_line_per_sentence_with_equal_lengths_is_refused(
                    "file's 2 columns; got 6 (files hold one token per line; is this a sentence per "
                    "line?)")
     assert not out.exists()
+
+
+def test_predict_input_whose_tag_column_holds_words_is_refused(
+    tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two-word sentences, one per line, have the training layout (token, tag): they used to
+    be tagged as one sentence of their first words with exit status 0 (found by a user test);
+    the tag column holds no tags of the model, so the file is refused and nothing written."""
+    text = tmp_path / "pairs.txt"
+    text.write_text("tomar aspirina\ncada dia\nel paciente\n")
+    out = tmp_path / "pred.conll"
+    assert main(["predict", "--model", str(run_dir), "--input", str(text), "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        f"structssl predict: {text}:1: read in the training file's layout (2 columns, the tag "
+        "last), but 3 of its 3 tag-column values are no tags of the model (here 'aspirina'"
+    ), err
+    assert err.endswith("(is this a sentence per line?)") and "\n" not in err
+    assert not out.exists()
+    # tags of the model's types in another scheme are tags: scored or named, never refused
+    other = tmp_path / "bioes.conll"
+    other.write_text("Aspirina S-DRUG\ncada O\ndia O\n")
+    summary = Tagger.load(run_dir).tag_file(other, tmp_path / "other.conll")
+    assert summary["sentences"] == 1 and summary["tokens"] == 3
 
 
 def test_layout_without_the_tag_column_is_read_as_untagged(tmp_path: Path) -> None:

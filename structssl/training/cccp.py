@@ -934,6 +934,7 @@ class CCCPModule(StructuredModule):
                 self._note_iterate(terms)
             return terms.objective
 
+        self._precondition(opt, batch)
         for _ in range(self.steps_per_batch):
             opt.step(closure=closure)
         inner = (self.current_epoch - self.supervised_epochs) % self.inner_epochs

@@ -290,6 +290,7 @@ class ConstrainedSelfLabelingModule(StructuredModule):
             last["terms"] = terms
             return terms.objective
 
+        self._precondition(optimizer, batch)
         optimizer.step(closure=closure)
         return last["terms"]
 

@@ -48,7 +48,7 @@ from pytorch_lightning.utilities import CombinedLoader
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from structssl.data.batch import SEQUENCE_KEYS, collate_sequences
+from structssl.data.batch import SEQUENCE_KEYS, batch_to_device, collate_sequences
 
 __all__ = [
     "SemiSupervisedDataModule",
@@ -371,6 +371,11 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
     def num_unlabeled_examples(self) -> int:
         """m, the number of unlabeled training examples."""
         return len(self.splits["unlabeled"])
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Lightning's hook: the tensors to ``device``, the token lists left as they are
+        (:func:`~structssl.data.batch.batch_to_device`)."""
+        return batch_to_device(batch, device)
 
     @staticmethod
     def collate(examples: list[Example]) -> dict[str, Any]:
