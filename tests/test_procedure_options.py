@@ -32,8 +32,8 @@ from structssl.training import (  # noqa: E402
 from structssl.training.modules import init_options  # noqa: E402
 
 SHARED = {
-    "optimizer", "lr", "lbfgs_max_iter", "lbfgs_history", "momentum", "regularize_bias",
-    "num_labeled", "num_unlabeled", "task", "tags", "tolerance", "valid_spans",
+    "optimizer", "lr", "lbfgs_max_iter", "lbfgs_history", "lbfgs_precondition", "momentum",
+    "regularize_bias", "num_labeled", "num_unlabeled", "task", "tags", "tolerance", "valid_spans",
 }  # fmt: skip
 
 
