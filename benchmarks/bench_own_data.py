@@ -312,9 +312,10 @@ def _convergence(
     runs: dict[str, list[dict[str, Any]]] = {}
     # method names say when L-BFGS is preconditioned (the config's value or the option's)
     # (0: plain L-BFGS whatever the config says)
-    precondition = _config_precondition() if lbfgs_precondition is None else lbfgs_precondition
+    shipped = _config_precondition()
+    precondition = shipped if lbfgs_precondition is None else lbfgs_precondition
     suffix = (f"+lbfgs_precondition={precondition:g}" if precondition else
-              "+plain-lbfgs" if _config_precondition() else "")
+              "+plain-lbfgs" if shipped else "")
     override = () if lbfgs_precondition is None else (
         f"--model.init_args.lbfgs_precondition={lbfgs_precondition or 'null'}",)
     settings: dict[str, dict[str, Any]] = {}
@@ -323,7 +324,8 @@ def _convergence(
             if spec == "none":  # the config as shipped, beside them
                 method = "structssl:tagger.yaml" + suffix
                 settings[method] = {"tolerance": None, "lbfgs_max_iter": "config (20)",
-                                    "epochs": "config (5)", "lbfgs_precondition": precondition or None}
+                                    "epochs": "config (5)",
+                                    "lbfgs_precondition": precondition or None}
                 runs.setdefault(method, []).append(_structssl(
                     train, dev, test, work / f"config-{r}", None, threads, extra=override))
                 print(method, runs[method][-1], flush=True)

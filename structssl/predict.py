@@ -38,7 +38,7 @@ from structssl.data.batch import collate_sequences, pad_sequences
 from structssl.data.paths import DecodingError
 from structssl.data.records import Sequence
 from structssl.data.tag_schemes import to_bio
-from structssl.data.tagging import TaggingFormat
+from structssl.data.tagging import TagColumnError, TaggingFormat
 
 __all__ = ["Tagger", "TaggedSentence", "load_model"]
 
@@ -307,7 +307,6 @@ class Tagger:
                 stacklevel=2,
             )
         try:
-            self._check_tag_column(reader, input)
             gold, not_scored = self._gold(reader, input)  # the sentences with their tags
             sentences = gold if gold is not None else reader.read_tokens(input)
         except DecodingError as err:
@@ -334,60 +333,21 @@ class Tagger:
             summary["not_scored"] = not_scored
         return summary
 
-    def _check_tag_column(self, reader: TaggingFormat, path: Path) -> None:
-        """An input with the training layout's column count whose tag column mostly holds
-        values that are no tags of the model (neither in its tag set, in the training scheme
-        or in BIO, nor ``O`` / a tag of one of its span types in another scheme) is a sentence
-        per line read as columns: an error naming the first such line, not predictions for a
-        fraction of its words."""
-        k = reader.num_columns
-        if k is None or k < 2:
-            return
-        try:
-            corpus = reader._read(path, labeled=True)  # raw tag column, no tag checks
-        except ValueError:
-            return  # no tag column, or a malformed file: reported as it is read for tagging
-        if corpus.num_columns != k:
-            return
-        tags = set(self.tags)
-        types = {t.split("-", 1)[1] for t in tags if "-" in t}
-        scheme = self.format.scheme or "bio"
-
-        def tag_like(value: str) -> bool:
-            if value in tags or value == "O" and self.format.task == "bio":
-                return True
-            try:
-                if to_bio([value], scheme)[0] in tags:
-                    return True
-            except ValueError:
-                pass
-            return "-" in value and value.split("-", 1)[1] in types
-
-        values = [(seq.line + t, tag) for seq in corpus.sequences for t, tag in enumerate(seq.labels or ())]
-        strange = [(line, tag) for line, tag in values if not tag_like(tag)]
-        if 2 * len(strange) > len(values):
-            line, tag = strange[0]
-            raise ValueError(
-                f"{path}:{line}: read in the training file's layout ({k} columns, the tag "
-                f"last), but {len(strange)} of its {len(values)} tag-column values are no tags of "
-                f"the model (here {tag!r}; tags: {sorted(tags)}): a file to tag holds one token "
-                "per line, alone or in the training layout (is this a sentence per line?)"
-            )
-
     @staticmethod
     def _gold(
         reader: TaggingFormat, path: Path
     ) -> tuple[Optional[list[Sequence]], Optional[str]]:
         """The input's sentences with their (BIO) tags when it has the training layout's tag
         column; else ``None`` and, for a tag column that cannot be read, the reason. A file
-        that cannot be decoded raises."""
+        that cannot be decoded, or whose tag column holds no tags of the model (a sentence per
+        line read as columns), raises."""
         from structssl.data.formats.conll import NoTagColumnError
 
         try:
             return reader.read_labeled(path, unknown_tags=True), None
         except NoTagColumnError:
             return None, None  # untagged input: nothing to score against
-        except DecodingError:
+        except (DecodingError, TagColumnError):
             raise
         except ValueError as err:
             return None, str(err)

@@ -45,7 +45,13 @@ from structssl.data.tag_schemes import (
     to_bio,
 )
 
-__all__ = ["TaggingFormat", "TAG_SCHEME_OPTIONS"]
+__all__ = ["TaggingFormat", "TAG_SCHEME_OPTIONS", "TagColumnError"]
+
+
+class TagColumnError(ValueError):
+    """A file read in the training layout whose tag column mostly holds values that are no
+    tags of the model: a sentence per line read as columns (see
+    :meth:`TaggingFormat.read_labeled`)."""
 
 #: the values of the ``tag_scheme`` option (``auto`` detects it from the training file)
 TAG_SCHEME_OPTIONS = ("auto", *SCHEMES)
@@ -209,7 +215,8 @@ class TaggingFormat:
 
         Before :meth:`fit` the tags are only checked against the scheme (if given); after it,
         a tag outside the learned tag set is an error unless ``unknown_tags`` (scoring
-        predictions against a file whose tags the model never saw: they count as errors).
+        predictions against a file whose tags the model never saw: they count as errors), where
+        a tag column that mostly holds no tags of the model raises :class:`TagColumnError`.
 
         Raises:
             ValueError: naming the file and line of a malformed line, a line without a tag
@@ -220,6 +227,8 @@ class TaggingFormat:
         if self.num_columns is None and not self.fitted:  # the training file's layout
             self.num_columns = corpus.num_columns
         self._check_layout(corpus, path, labeled=True)
+        if unknown_tags and self.fitted:
+            self._check_tag_column(sequences, path)
         scheme = self.scheme or detect_scheme(s.labels or () for s in sequences)
         known = set(self.tags)
         out = []
@@ -256,6 +265,35 @@ class TaggingFormat:
         if self.scheme is None:
             self.scheme = scheme
         return out
+
+    def _check_tag_column(self, sequences: Seq[Sequence], path: PathLike) -> None:
+        """Raise :class:`TagColumnError` when most tag-column values of a file in the training
+        layout are no tags of the model (neither in its tag set, in the training scheme or in
+        BIO, nor ``O`` / a tag of one of its span types in another scheme): a sentence per line
+        read as columns, named at its first such line instead of tagged as a fraction of its
+        words."""
+        tags = set(self.tags)
+        types = set(entity_types(tags))
+        scheme = self.scheme or "bio"
+
+        def tag_like(value: str) -> bool:
+            return (
+                value in tags or (value == "O" and self.task == "bio")
+                or to_bio([value], scheme)[0] in tags or bool(types & set(entity_types([value])))
+            )
+
+        values = [
+            (seq.line + t, tag) for seq in sequences for t, tag in enumerate(seq.labels or ())
+        ]
+        strange = [(line, tag) for line, tag in values if not tag_like(tag)]
+        if 2 * len(strange) > len(values):
+            line, tag = strange[0]
+            raise TagColumnError(
+                f"{path}:{line}: read in the training file's layout ({self.num_columns} columns, "
+                f"the tag last), but {len(strange)} of its {len(values)} tag-column values are no "
+                f"tags of the model (here {tag!r}; tags: {sorted(tags)}): a file to tag holds one "
+                "token per line, alone or in the training layout (is this a sentence per line?)"
+            )
 
     def read_tokens(self, path: PathLike) -> list[Sequence]:
         """Read an unlabeled or prediction file: the token alone per line, or the labeled

@@ -33,10 +33,11 @@ modules' default ``batch_size=None`` every split is one batch, so each epoch is
 ``lbfgs_max_iter`` full-batch L-BFGS iterations, the fast path for linear scorers on small
 data; ``lbfgs_precondition=a`` runs it diagonally preconditioned by the labeled data's gold
 part counts (:mod:`structssl.training.preconditioning`: the same objective and optimum in
-fewer iterations over sparse features). ``"adam"`` / ``"sgd"`` are mini-batch first-order steps with learning rate ``lr``. All
-three run under manual optimisation (``automatic_optimization = False``) with a closure that
-recomputes the objective, so L-BFGS can re-evaluate it during its line search; the
-non-convex terms (pseudo-labels, violators) are re-decoded at every evaluation.
+fewer iterations over sparse features). ``"adam"`` / ``"sgd"`` are mini-batch first-order
+steps with learning rate ``lr``. All three run under manual optimisation
+(``automatic_optimization = False``) with a closure that recomputes the objective, so L-BFGS
+can re-evaluate it during its line search; the non-convex terms (pseudo-labels, violators)
+are re-decoded at every evaluation.
 
 Convergence (``tolerance``). Without it (``None``, the default) training runs
 ``trainer.max_epochs`` epochs. With ``tolerance=tol`` training stops at the end of the first
@@ -268,7 +269,7 @@ class StructuredModule(pl.LightningModule):
         lbfgs_max_iter: L-BFGS iterations per training step.
         lbfgs_history: L-BFGS history size.
         lbfgs_precondition: run L-BFGS diagonally preconditioned by the labeled data's gold
-            part counts, with this curvature weight ``a`` (0.03 is a good value; see
+            part counts, with this curvature weight ``a`` (0.01 is a good value; see
             :mod:`structssl.training.preconditioning`): the same objective and minimiser in
             fewer iterations on sparse features. ``None``: torch's plain L-BFGS.
         momentum: SGD momentum.

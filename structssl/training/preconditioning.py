@@ -65,7 +65,7 @@ def check_precondition(value: Optional[float]) -> Optional[float]:
         math.isfinite(value) and value > 0
     ):
         raise ValueError(
-            f"lbfgs_precondition must be a finite float > 0 (the curvature weight a; 0.03 is "
+            f"lbfgs_precondition must be a finite float > 0 (the curvature weight a; 0.01 is "
             f"a good value) or None (plain L-BFGS); got {value!r}"
         )
     return float(value)
@@ -93,11 +93,16 @@ class PreconditionedLBFGS(torch.optim.LBFGS):
         """Set the scale of every weight: one tensor per parameter, its shape, finite, > 0."""
         params = self._params
         if len(scales) != len(params):
-            raise ValueError(f"expected {len(params)} scale tensors (one per parameter); got {len(scales)}")
+            raise ValueError(
+                f"expected {len(params)} scale tensors (one per parameter); got {len(scales)}"
+            )
         flat = []
         for i, (p, s) in enumerate(zip(params, scales)):
             if tuple(s.shape) != tuple(p.shape):
-                raise ValueError(f"scale {i} must have the parameter's shape {tuple(p.shape)}; got {tuple(s.shape)}")
+                raise ValueError(
+                    f"scale {i} must have the parameter's shape {tuple(p.shape)}; got "
+                    f"{tuple(s.shape)}"
+                )
             if not bool(torch.isfinite(s).all()) or not bool((s > 0).all()):
                 raise ValueError(f"scale {i} must be finite and > 0")
             flat.append(s.detach().reshape(-1).to(dtype=p.dtype, device=p.device))

@@ -372,7 +372,9 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
         """m, the number of unlabeled training examples."""
         return len(self.splits["unlabeled"])
 
-    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+    def transfer_batch_to_device(
+        self, batch: Any, device: torch.device, dataloader_idx: int
+    ) -> Any:
         """Lightning's hook: the tensors to ``device``, the token lists left as they are
         (:func:`~structssl.data.batch.batch_to_device`)."""
         return batch_to_device(batch, device)
