@@ -20,6 +20,7 @@ from structssl.cli import cli_main  # noqa: E402
 from structssl.cli import main as _main  # noqa: E402
 from structssl.data import CoNLLDataModule  # noqa: E402
 from structssl.data.tag_schemes import detect_scheme, from_bio, to_bio  # noqa: E402
+from structssl.data.tagging import TagColumnError  # noqa: E402
 from structssl.predict import Tagger, load_model  # noqa: E402
 
 pytestmark = [
@@ -197,12 +198,42 @@ def test_unknown_scheme_and_missing_file(tmp_path: Path) -> None:
         dm.setup()
 
 
-def test_dev_tag_outside_the_training_tag_set(tmp_path: Path) -> None:
-    (tmp_path / "t.conll").write_text("El O\nAna B-PER\n\n")
+def test_dev_and_test_tags_outside_the_training_file_join_the_tag_set(tmp_path: Path) -> None:
+    """A rare tag that only the dev / test files hold (small training sets miss some) does not
+    stop fit: it joins the tag set with a warning naming it, is encoded, and scores as an
+    error (the model never predicts a tag no training sentence holds)."""
+    (tmp_path / "t.conll").write_text("El O\nAna B-PER\n\nLa O\nAna B-PER\n\n")
     (tmp_path / "d.conll").write_text("El O\nMadrid B-LOC\n\n")
+    (tmp_path / "e.conll").write_text("Ana B-PER\nvio O\nla O\nONU B-ORG\n\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=str(tmp_path / "d.conll"),
+                         test_file=str(tmp_path / "e.conll"))
+    with pytest.warns(UserWarning, match=r"4 tag\(s\) of the dev / test files are not in the "
+                      r"training file .*t\.conll: B-LOC, I-LOC, B-ORG, I-ORG; they join"):
+        dm.setup()
+    assert dm.tags == ("O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER")
+    assert dm.format.untrained_tags == ("B-LOC", "I-LOC", "B-ORG", "I-ORG")
+    assert dm.splits["dev"][0]["labels"].tolist() == [0, 1]
+    assert dm.splits["test"][0]["labels"].tolist() == [5, 0, 0, 3]
+
+
+def test_plain_dev_tags_outside_the_training_file(tmp_path: Path) -> None:
+    (tmp_path / "t.conll").write_text("El DT\nperro NN\ncome VB\n\n")
+    (tmp_path / "d.conll").write_text("El DT\nperro NN\n! SYM\n\n")
     dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=str(tmp_path / "d.conll"),
                          test_file=None)
-    with pytest.raises(ValueError, match=r"d\.conll:2: expected a tag of the training file's"):
+    with pytest.warns(UserWarning, match=r"1 tag\(s\) .*: SYM; they join"):
+        dm.setup()
+    assert dm.tags == ("DT", "NN", "SYM", "VB") and dm.format.untrained_tags == ("SYM",)
+
+
+def test_dev_file_in_another_layout_is_refused(tmp_path: Path) -> None:
+    """A dev file whose tag column holds words (a sentence per line in the training layout)
+    must not turn its words into tags."""
+    (tmp_path / "t.conll").write_text("El DT\nperro NN\ncome VB\n\n")
+    (tmp_path / "d.conll").write_text("El perro\nun gato\n\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=str(tmp_path / "d.conll"),
+                         test_file=None)
+    with pytest.raises(TagColumnError, match=r"d\.conll:1: read in the training file's layout"):
         dm.setup()
 
 

@@ -131,6 +131,8 @@ class TaggingFormat:
         self.tag_scheme = tag_scheme
         self.scheme: Optional[str] = None if tag_scheme == "auto" else tag_scheme
         self.tags: tuple[str, ...] = ()
+        #: tags of the dev / test files that the training file lacks (set by :meth:`fit`)
+        self.untrained_tags: tuple[str, ...] = ()
         #: the column count of the training file (learned by the first read_labeled before fit)
         self.num_columns: Optional[int] = None
         given = ("given",) if columns else ()
@@ -346,22 +348,42 @@ class TaggingFormat:
         Raises:
             ValueError: fewer than two tags in ``tagged``.
         """
-        tags = [t for s in tagged for t in (s.labels or ())]
-        if self.scheme == "plain":
-            vocab = Vocabulary.build(tags, first=("O",)).items
-        else:
-            vocab = bio_tag_set(entity_types(tags))
+        vocab = self._tag_set([t for s in tagged for t in (s.labels or ())])
         if len(vocab) < 2:
             raise ValueError(
                 f"the training sentences must hold at least two different tags; got {list(vocab)}"
             )
-        self.tags = tuple(vocab)
+        self.tags = vocab
+        self.untrained_tags = ()
         self.extractor.fit(sentences)
         if self.two_view:
             self.view_split = ViewSplit(
                 self.extractor.feature_names, self.view_scheme, seed=self.view_seed  # type: ignore[arg-type]
             )
         return self
+
+    def admit_tags(self, sequences: Seq[Sequence], path: PathLike) -> None:
+        """Let the tags of a dev or test file (read by :meth:`read_labeled` before :meth:`fit`)
+        that the training file lacks join the tag set, as :attr:`untrained_tags`: no training
+        sentence holds them, so the model learns not to predict them and each gold one counts
+        as an error (instead of a file that cannot be scored).
+
+        Raises:
+            TagColumnError: most of the file's tag column holds no tags of the training file
+                (a sentence per line, or another layout, read as columns).
+        """
+        if not self.fitted:
+            raise RuntimeError("TaggingFormat.admit_tags needs fit() first")
+        self._check_tag_column(sequences, path)
+        vocab = self._tag_set([*self.tags, *(t for s in sequences for t in (s.labels or ()))])
+        known = set(self.tags)
+        self.untrained_tags += tuple(t for t in vocab if t not in known)
+        self.tags = vocab
+
+    def _tag_set(self, tags: list[str]) -> tuple[str, ...]:
+        if self.scheme == "plain":
+            return Vocabulary.build(tags, first=("O",)).items
+        return bio_tag_set(entity_types(tags))
 
     # ------------------------------------------------------------------ encoding
     def encode(self, sentence: Sequence, with_labels: bool) -> Example:

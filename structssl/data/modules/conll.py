@@ -251,11 +251,14 @@ class CoNLLDataModule(SemiSupervisedDataModule):
                     f"{self.num_unlabeled}"
                 )
             unlabeled = unlabeled[: self.num_unlabeled]
+        # dev and test are read before fit: their tags that the training file lacks join the
+        # tag set (scored as errors, never trained on)
+        dev = fmt.read_labeled(self._path("dev"))[: self.max_dev] if self.files["dev"] else []
+        test = fmt.read_labeled(self._path("test"))[: self.max_test] if self.files["test"] else []
         # the tag set comes from the whole training file, the features from the sentences
         # trained on (labeled and unlabeled)
         fmt.fit(train, [*labeled, *unlabeled])
-        self.num_labels = fmt.num_labels
-        from pytorch_lightning.utilities.rank_zero import rank_zero_info
+        from pytorch_lightning.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
         origin = "detected" if fmt.tag_scheme == "auto" else "given"
         rank_zero_info(
@@ -265,8 +268,17 @@ class CoNLLDataModule(SemiSupervisedDataModule):
             f"{len(labeled)} kept tagged, {len(unlabeled)} untagged (semi-supervised procedures "
             "train on these)"
         )
-        dev = fmt.read_labeled(self._path("dev"))[: self.max_dev] if self.files["dev"] else []
-        test = fmt.read_labeled(self._path("test"))[: self.max_test] if self.files["test"] else []
+        for key, sequences in (("dev", dev), ("test", test)):
+            if sequences:
+                fmt.admit_tags(sequences, self.files[key])
+        self.num_labels = fmt.num_labels
+        if fmt.untrained_tags:
+            rank_zero_warn(
+                f"{len(fmt.untrained_tags)} tag(s) of the dev / test files are not in the training "
+                f"file {self.files['train']}: {', '.join(fmt.untrained_tags[:12])}"
+                f"{' ...' if len(fmt.untrained_tags) > 12 else ''}; they join the tag set, no "
+                "training sentence teaches them, and each gold one counts as an error"
+            )
         return {
             # tokens: what token constraints read (label switching, constraint-guided
             # decoding); index: each unlabeled sentence's place in its split
