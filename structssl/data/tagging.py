@@ -14,6 +14,11 @@ between sentences, ``-DOCSTART-`` lines as document boundaries. Labeled files ca
 ``[1]`` for the POS column of CoNLL-2002) become features of the token and of its neighbours;
 every file must then have them.
 
+CoNLL-U (Universal Dependencies) and CoNLL-X files are read as such (``layout="auto"`` detects
+them from the training file; ``"conllu"`` forces it): ``#`` comment lines, multiword-token and
+empty-node lines are skipped, the token is FORM and the tag UPOS (``tag_column=4``: XPOS);
+their files to tag may also hold the token alone per line.
+
 Tags: any tag set. The scheme (BIO, IOB1, BIOES, BILOU or plain, see
 :mod:`structssl.data.tag_schemes`) is detected from the training file unless given. Span
 schemes are trained as BIO (``O``, then ``B-X``, ``I-X`` per type ``X`` in sorted order) and
@@ -30,7 +35,7 @@ from typing import Sequence as Seq
 
 from torch import Tensor
 
-from structssl.data.formats.conll import NoTagColumnError, read_columns
+from structssl.data.formats.conll import NoTagColumnError, looks_conllu, read_columns
 from structssl.data.features import FeatureExtractor, ViewSplit
 from structssl.data.paths import PathLike
 from structssl.data.records import Sequence, TaggedCorpus, Vocabulary
@@ -45,7 +50,13 @@ from structssl.data.tag_schemes import (
     to_bio,
 )
 
-__all__ = ["TaggingFormat", "TAG_SCHEME_OPTIONS", "TagColumnError"]
+__all__ = ["TaggingFormat", "TAG_SCHEME_OPTIONS", "LAYOUTS", "TagColumnError"]
+
+#: the ``layout`` options: ``auto`` (CoNLL-U if the training file looks like it, see
+#: :func:`~structssl.data.formats.conll.looks_conllu`), ``columns``, ``conllu``
+LAYOUTS = ("auto", "columns", "conllu")
+#: the CoNLL-U columns of the token (FORM) and of the default tag (UPOS)
+CONLLU_FORM, CONLLU_UPOS = 1, 3
 
 
 class TagColumnError(ValueError):
@@ -85,6 +96,9 @@ class TaggingFormat:
         two_view: also split the features into two views (co-training).
         view_scheme: the :class:`~structssl.data.features.ViewSplit` scheme.
         view_seed: the seed of the ``random`` view split.
+        layout: ``"auto"`` (CoNLL-U when the training file looks like one), ``"columns"`` or
+            ``"conllu"``. In CoNLL-U files the token is FORM, the separator a tab, and
+            ``tag_column`` -1 (the default) means UPOS (column 3).
 
     Raises:
         ValueError: an option out of range (an unknown tag scheme, a column that is both the
@@ -105,7 +119,10 @@ class TaggingFormat:
         two_view: bool = False,
         view_scheme: str = "token_surface",
         view_seed: int = 0,
+        layout: str = "auto",
     ) -> None:
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {list(LAYOUTS)}; got {layout!r}")
         if tag_scheme not in TAG_SCHEME_OPTIONS:
             raise ValueError(f"tag_scheme must be one of {list(TAG_SCHEME_OPTIONS)}; got {tag_scheme!r}")
         for name, value in (("token_column", token_column), ("tag_column", tag_column)):
@@ -129,6 +146,8 @@ class TaggingFormat:
         self.separator = separator
         self.encoding = encoding
         self.tag_scheme = tag_scheme
+        #: ``auto`` until the training file (the first file read) decides
+        self.layout = layout
         self.scheme: Optional[str] = None if tag_scheme == "auto" else tag_scheme
         self.tags: tuple[str, ...] = ()
         #: tags of the dev / test files that the training file lacks (set by :meth:`fit`)
@@ -197,15 +216,25 @@ class TaggingFormat:
         return out
 
     def _read(self, path: PathLike, labeled: bool) -> TaggedCorpus:
+        if self.layout == "auto":  # the first file read, the training file, decides
+            self.layout = "conllu" if looks_conllu(path, self.encoding) else "columns"
+        # a file to tag of a CoNLL-U model may also hold the token alone per line
+        conllu = self.layout == "conllu" and (labeled or looks_conllu(path, self.encoding))
+        if conllu:
+            tag_column = CONLLU_UPOS if self.tag_column == -1 else self.tag_column
+            columns: dict[str, Any] = dict(separator="\t", token_column=CONLLU_FORM)
+        else:
+            tag_column = self.tag_column
+            columns = dict(separator=self.separator, token_column=self.token_column)
         corpus = read_columns(
             path,
-            separator=self.separator,
-            token_column=self.token_column,
-            label_column=self.tag_column if labeled else None,
+            **columns,
+            label_column=tag_column if labeled else None,
             labels=None,
             tag_format="any",
             feature_columns=self.feature_columns,
             encoding=self.encoding,
+            conllu=conllu,
         )
         if not corpus.sequences:
             what = "tagged sentences" if labeled else "sentences"
@@ -420,6 +449,7 @@ class TaggingFormat:
             "separator": self.separator,
             "encoding": self.encoding,
             "tag_scheme": self.tag_scheme,
+            "layout": self.layout,
             "scheme": self.scheme,
             "tags": list(self.tags),
             "num_columns": self.num_columns,
@@ -447,6 +477,7 @@ class TaggingFormat:
             encoding=state["encoding"], tag_scheme=state["tag_scheme"],
             two_view=state["two_view"], view_scheme=state["view_scheme"],
             view_seed=state["view_seed"],
+            layout=state.get("layout", "columns"),  # absent in checkpoints before 2026-11-28
         )
         out.scheme = state["scheme"]
         out.tags = tuple(state["tags"])

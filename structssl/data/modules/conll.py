@@ -69,6 +69,11 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         separator: column separator (default: runs of whitespace).
         encoding: text encoding of the files.
         tag_scheme: ``auto`` (detect), ``bio``, ``iob1``, ``bioes``, ``bilou`` or ``plain``.
+        layout: ``auto`` (CoNLL-U / CoNLL-X when the training file looks like one: ten
+            tab-separated columns, a word index first), ``columns`` or ``conllu``. CoNLL-U
+            files skip ``#`` comments, multiword-token and empty-node lines; the token is FORM
+            and the tag UPOS (``tag_column=4``: XPOS); see
+            :class:`~structssl.data.tagging.TaggingFormat`.
         num_labeled: labeled sentences drawn from the training file (default: all).
         labeled_fraction: the fraction of the training file kept labeled (instead of
             ``num_labeled``).
@@ -115,6 +120,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         separator: Optional[str] = None,
         encoding: str = "utf-8",
         tag_scheme: Literal["auto", "bio", "iob1", "bioes", "bilou", "plain"] = "auto",
+        layout: Literal["auto", "columns", "conllu"] = "auto",
         num_labeled: Optional[int] = None,
         labeled_fraction: Optional[float] = None,
         num_unlabeled: Optional[int] = None,
@@ -174,7 +180,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
             token_column=token_column, tag_column=tag_column, feature_columns=feature_columns,
             separator=separator, encoding=encoding, tag_scheme=tag_scheme, min_count=min_count,
             window=window, word_clusters=word_clusters, two_view=two_view,
-            view_scheme=view_scheme, view_seed=seed,
+            view_scheme=view_scheme, view_seed=seed, layout=layout,
         )
         self.two_view = self.format.two_view
 
@@ -261,8 +267,11 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         from pytorch_lightning.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
         origin = "detected" if fmt.tag_scheme == "auto" else "given"
+        upos = "UPOS" if fmt.tag_column == -1 else f"of column {fmt.tag_column}"
         rank_zero_info(
-            f"{self.files['train']}: {len(train)} tagged sentences, tag scheme {fmt.scheme} "
+            f"{self.files['train']}: {len(train)} tagged sentences"
+            f"{' (CoNLL-U, tags ' + upos + ')' if fmt.layout == 'conllu' else ''}"
+            f", tag scheme {fmt.scheme} "
             f"({origin}), {fmt.num_labels} tags{' (BIO)' if fmt.task == 'bio' else ''}: "
             f"{', '.join(fmt.tags[:12])}{' ...' if fmt.num_labels > 12 else ''}; "
             f"{len(labeled)} kept tagged, {len(unlabeled)} untagged (semi-supervised procedures "
