@@ -90,6 +90,13 @@ def test_conllu_errors_name_the_line(tmp_path: Path) -> None:
     (tmp_path / "u.conllu").write_text(_HEAD + _SENTENCE + "\n")
     with pytest.raises(ValueError, match=r"u\.conllu:2: expected 5 columns"):
         TaggingFormat(layout="columns").read_labeled(tmp_path / "u.conllu")
+    # a tag error after a skipped empty-node line names the tag's own line (9, not 8)
+    tagged = _SENTENCE
+    for upos in ("ADP", "DET", "NOUN"):
+        tagged = tagged.replace(f"\t{upos}\t", "\tO\t")
+    (tmp_path / "v.conllu").write_text(_HEAD + tagged + "\n")
+    with pytest.raises(ValueError, match=r"v\.conllu:9: .*'VERB'"):
+        TaggingFormat(tag_scheme="bio").read_labeled(tmp_path / "v.conllu")
     with pytest.raises(ValueError, match=r"layout must be one of \['auto', 'columns', 'conllu'\]; "
                                          r"got 'conll-u'"):
         TaggingFormat(layout="conll-u")

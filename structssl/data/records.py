@@ -132,6 +132,9 @@ class Sequence:
         line: 1-based line number of the first token in the source file (0 if synthetic).
         document: index of the document the sequence belongs to (counts ``-DOCSTART-``
             lines in CoNLL files; 0 when the file has none).
+        lines: the line number of every token when they are not consecutive (CoNLL-U
+            files skip multiword-token and empty-node lines), else ``None``; see
+            :meth:`line_of`.
     """
 
     tokens: tuple[str, ...]
@@ -139,6 +142,11 @@ class Sequence:
     features: Optional[tuple[tuple[str, ...], ...]] = None
     line: int = 0
     document: int = 0
+    lines: Optional[tuple[int, ...]] = None
+
+    def line_of(self, t: int) -> int:
+        """The 1-based source line of token ``t``."""
+        return self.lines[t] if self.lines is not None else self.line + t
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -146,6 +154,8 @@ class Sequence:
             raise ValueError(
                 f"labels must have {n} entries (one per token); got {len(self.labels)}"
             )
+        if self.lines is not None and len(self.lines) != n:
+            raise ValueError(f"lines must have {n} entries (one per token); got {len(self.lines)}")
         if self.features is not None and len(self.features) != n:
             raise ValueError(
                 f"features must have {n} entries (one per token); got {len(self.features)}"

@@ -29,6 +29,7 @@ task ``"sequence"`` (token accuracy).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from typing import Any, Iterable, Optional
 from typing import Sequence as Seq
@@ -270,21 +271,21 @@ class TaggingFormat:
                 problem = check_tag(tag, scheme)
                 if problem is not None:
                     origin = "given" if self.tag_scheme != "auto" else "detected"
-                    raise ValueError(f"{path}:{seq.line + t}: {problem} (tag_scheme {scheme!r}, "
+                    raise ValueError(f"{path}:{seq.line_of(t)}: {problem} (tag_scheme {scheme!r}, "
                                      f"{origin})")
             bio = to_bio(seq.labels, scheme)
             bad = ill_formed(seq.labels, scheme)
             if bad is not None:
-                malformed.append((seq.line + bad, seq.labels[bad], seq.labels[bad - 1] if bad else "(start)"))
+                malformed.append((seq.line_of(bad), seq.labels[bad], seq.labels[bad - 1] if bad else "(start)"))
             if known and not unknown_tags:
                 for t, tag in enumerate(bio):
                     if tag not in known:
                         raise ValueError(
-                            f"{path}:{seq.line + t}: expected a tag of the training file's tag "
+                            f"{path}:{seq.line_of(t)}: expected a tag of the training file's tag "
                             f"set {list(self.tags)}{' (in BIO)' if scheme not in ('bio', 'plain') else ''}"
                             f"; got {seq.labels[t]!r}{f' ({tag} in BIO)' if tag != seq.labels[t] else ''}"
                         )
-            out.append(Sequence(seq.tokens, tuple(bio), seq.features, seq.line, seq.document))
+            out.append(dataclasses.replace(seq, labels=tuple(bio)))
         if malformed:
             line, tag, previous = malformed[0]
             warnings.warn(
@@ -314,7 +315,7 @@ class TaggingFormat:
             )
 
         values = [
-            (seq.line + t, tag) for seq in sequences for t, tag in enumerate(seq.labels or ())
+            (seq.line_of(t), tag) for seq in sequences for t, tag in enumerate(seq.labels or ())
         ]
         strange = [(line, tag) for line, tag in values if not tag_like(tag)]
         if 2 * len(strange) > len(values):

@@ -140,9 +140,12 @@ def read_columns(
     seen_docstart = False
     expected = num_columns
 
+    numbers: list[int] = []  # every token's line (CoNLL-U skips lines inside a sentence)
+
     def flush() -> None:
-        nonlocal tokens, tags, feats
+        nonlocal tokens, tags, feats, numbers
         if tokens:
+            consecutive = numbers[-1] - numbers[0] == len(numbers) - 1
             sequences.append(
                 Sequence(
                     tokens=tuple(tokens),
@@ -150,9 +153,10 @@ def read_columns(
                     features=tuple(feats),
                     line=start_line,
                     document=document,
+                    lines=None if consecutive else tuple(numbers),
                 )
             )
-        tokens, tags, feats = [], [], []
+        tokens, tags, feats, numbers = [], [], [], []
 
     for number, line in iter_lines(path, encoding):
         if not line.strip():
@@ -236,6 +240,7 @@ def read_columns(
         if not tokens:
             start_line = number
         tokens.append(token)
+        numbers.append(number)
         feats.append(tuple(rest))
     flush()
 
