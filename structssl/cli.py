@@ -239,6 +239,8 @@ def _cli_class() -> Any:
                 ckpt_path = self._sub().get("ckpt_path")
                 if self.subcommand != "fit" and ckpt_path:
                     folder = Path(ckpt_path).parent  # evaluating a run: the run's own callback
+                if self.subcommand == "fit":
+                    _warn_replaced_checkpoints(folder, resumed=bool(ckpt_path))
                 kwargs["callbacks"] = [*callbacks, *run_checkpoints(folder)]
             splits = getattr(self.datamodule, "splits", None)
             if isinstance(splits, dict) and not splits.get("dev"):
@@ -330,6 +332,23 @@ def _cli_class() -> Any:
 
     StructSSLCLI.save_config_class = StructSSLSaveConfig
     return StructSSLCLI
+
+
+def _warn_replaced_checkpoints(folder: Path, resumed: bool) -> None:
+    """One warning, in place of Lightning's "Checkpoint directory ... exists and is not empty"
+    (twice, once per checkpoint callback, also when resuming from that folder), when a new fit
+    is about to replace the checkpoints of an earlier run."""
+    import warnings
+
+    from pytorch_lightning.utilities.rank_zero import rank_zero_warn
+
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+    earlier = sorted(p.name for p in folder.glob("*.ckpt")) if folder.is_dir() else []
+    if earlier and not resumed:
+        rank_zero_warn(
+            f"{folder} holds {', '.join(earlier)} of an earlier run; this fit replaces them "
+            f"(to continue that run instead: --ckpt_path {folder / 'last.ckpt'})"
+        )
 
 
 def check_checkpoint_file(path: Any, resume: bool = False) -> None:

@@ -1060,3 +1060,27 @@ def test_constraints_the_gold_tags_break_are_reported(
                      f"--trainer.default_root_dir={tmp_path}", "--trainer.max_epochs=1",
                      "--model.init_args.supervised_epochs=1", "--trainer.enable_progress_bar=false",
                      "--trainer.enable_model_summary=false"]) == 0
+
+
+def test_a_fit_into_an_earlier_run_dir_warns_once_and_a_resume_does_not(
+    corpus: dict[str, Any],
+) -> None:
+    """Lightning warned twice ("Checkpoint directory ... exists and is not empty"), also when
+    resuming from that very folder; now one line says what a new fit replaces."""
+    import warnings
+
+    root = corpus["root"]
+    _fit(root, "REFIT", "--trainer.max_epochs=1")
+
+    def fit_warnings(*extra: str) -> list[str]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _fit(root, "REFIT", *extra)
+        return [str(w.message) for w in caught
+                if "earlier run" in str(w.message) or "not empty" in str(w.message)]
+
+    again = fit_warnings("--trainer.max_epochs=1")
+    assert len(again) == 1 and "holds best.ckpt, last.ckpt of an earlier run; this fit " \
+        "replaces them (to continue that run instead: --ckpt_path" in again[0], again
+    last = root / "REFIT" / "checkpoints" / "last.ckpt"
+    assert fit_warnings("--trainer.max_epochs=2", f"--ckpt_path={last}") == []
