@@ -97,6 +97,14 @@ def test_conllu_errors_name_the_line(tmp_path: Path) -> None:
     (tmp_path / "v.conllu").write_text(_HEAD + tagged + "\n")
     with pytest.raises(ValueError, match=r"v\.conllu:9: .*'VERB'"):
         TaggingFormat(tag_scheme="bio").read_labeled(tmp_path / "v.conllu")
+    # a tagged file of a CoNLL-U model in another layout is named as such
+    (tmp_path / "w.conll").write_text("El DET\nperro NOUN\n\n")
+    fmt = TaggingFormat()
+    fmt.read_labeled(tmp_path / "u.conllu")
+    with pytest.raises(ValueError, match=r"w\.conll:1: expected a CoNLL-U file like the training "
+                                         r"file \(ten tab-separated columns, a word index first\); "
+                                         r"got 'El DET'"):
+        fmt.read_labeled(tmp_path / "w.conll")
     with pytest.raises(ValueError, match=r"layout must be one of \['auto', 'columns', 'conllu'\]; "
                                          r"got 'conll-u'"):
         TaggingFormat(layout="conll-u")

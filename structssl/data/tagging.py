@@ -36,7 +36,12 @@ from typing import Sequence as Seq
 
 from torch import Tensor
 
-from structssl.data.formats.conll import NoTagColumnError, looks_conllu, read_columns
+from structssl.data.formats.conll import (
+    NoTagColumnError,
+    first_token_line,
+    looks_conllu,
+    read_columns,
+)
 from structssl.data.features import FeatureExtractor, ViewSplit
 from structssl.data.paths import PathLike
 from structssl.data.records import Sequence, TaggedCorpus, Vocabulary
@@ -151,7 +156,7 @@ class TaggingFormat:
         self.layout = layout
         self.scheme: Optional[str] = None if tag_scheme == "auto" else tag_scheme
         self.tags: tuple[str, ...] = ()
-        #: tags of the dev / test files that the training file lacks (set by :meth:`fit`)
+        #: tags of the dev / test files that the training file lacks (:meth:`admit_tags`)
         self.untrained_tags: tuple[str, ...] = ()
         #: the column count of the training file (learned by the first read_labeled before fit)
         self.num_columns: Optional[int] = None
@@ -219,8 +224,16 @@ class TaggingFormat:
     def _read(self, path: PathLike, labeled: bool) -> TaggedCorpus:
         if self.layout == "auto":  # the first file read, the training file, decides
             self.layout = "conllu" if looks_conllu(path, self.encoding) else "columns"
-        # a file to tag of a CoNLL-U model may also hold the token alone per line
-        conllu = self.layout == "conllu" and (labeled or looks_conllu(path, self.encoding))
+        conllu = self.layout == "conllu" and looks_conllu(path, self.encoding)
+        if self.layout == "conllu" and labeled and not conllu:
+            # a file to tag of a CoNLL-U model may hold the token alone; a tagged one may not
+            first = first_token_line(path, self.encoding)
+            where = f"{path}:{first[0]}" if first else str(path)
+            got = repr(first[1][:60]) if first else "no token line"
+            raise ValueError(
+                f"{where}: expected a CoNLL-U file like the training file (ten tab-separated "
+                f"columns, a word index first); got {got}"
+            )
         if conllu:
             tag_column = CONLLU_UPOS if self.tag_column == -1 else self.tag_column
             columns: dict[str, Any] = dict(separator="\t", token_column=CONLLU_FORM)

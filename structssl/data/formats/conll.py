@@ -38,6 +38,7 @@ __all__ = [
     "CONLL2002_LABELS",
     "CONLL2002_SPLITS",
     "NoTagColumnError",
+    "first_token_line",
     "looks_conllu",
     "read_columns",
     "read_conll",
@@ -255,16 +256,23 @@ def read_columns(
                         num_columns=expected)
 
 
+def first_token_line(path: PathLike, encoding: str = "utf-8") -> Optional[tuple[int, str]]:
+    """``(line number, line)`` of the first line that is neither blank nor a ``#`` comment, or
+    ``None`` when the file has none."""
+    for number, line in iter_lines(path, encoding):
+        if line.strip() and not line.startswith("#"):
+            return number, line
+    return None
+
+
 def looks_conllu(path: PathLike, encoding: str = "utf-8") -> bool:
-    """Whether ``path`` is a CoNLL-U / CoNLL-X file: its first line that is neither blank nor a
-    ``#`` comment has ten tab-separated columns and a word index (``1``, or a multiword range
-    ``1-2``) first."""
-    for _, line in iter_lines(path, encoding):
-        if not line.strip() or line.startswith("#"):
-            continue
-        cols = line.split("\t")
-        return len(cols) == 10 and cols[0].replace("-", "", 1).isdigit()
-    return False
+    """Whether ``path`` is a CoNLL-U / CoNLL-X file: its :func:`first_token_line` has ten
+    tab-separated columns and a word index (``1``, or a multiword range ``1-2``) first."""
+    first = first_token_line(path, encoding)
+    if first is None:
+        return False
+    cols = first[1].split("\t")
+    return len(cols) == 10 and cols[0].replace("-", "", 1).isdigit()
 
 
 def read_conll(

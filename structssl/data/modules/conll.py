@@ -267,19 +267,18 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         from pytorch_lightning.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
         origin = "detected" if fmt.tag_scheme == "auto" else "given"
-        upos = "UPOS" if fmt.tag_column == -1 else f"of column {fmt.tag_column}"
+        tags_of = "UPOS" if fmt.tag_column == -1 else f"of column {fmt.tag_column}"
+        layout = f" (CoNLL-U, tags {tags_of})" if fmt.layout == "conllu" else ""
         rank_zero_info(
-            f"{self.files['train']}: {len(train)} tagged sentences"
-            f"{' (CoNLL-U, tags ' + upos + ')' if fmt.layout == 'conllu' else ''}"
-            f", tag scheme {fmt.scheme} "
-            f"({origin}), {fmt.num_labels} tags{' (BIO)' if fmt.task == 'bio' else ''}: "
+            f"{self.files['train']}: {len(train)} tagged sentences{layout}, tag scheme "
+            f"{fmt.scheme} ({origin}), {fmt.num_labels} tags{' (BIO)' if fmt.task == 'bio' else ''}: "
             f"{', '.join(fmt.tags[:12])}{' ...' if fmt.num_labels > 12 else ''}; "
             f"{len(labeled)} kept tagged, {len(unlabeled)} untagged (semi-supervised procedures "
             "train on these)"
         )
         for key, sequences in (("dev", dev), ("test", test)):
             if sequences:
-                fmt.admit_tags(sequences, self.files[key])
+                fmt.admit_tags(sequences, self._path(key))  # named as read_labeled names it
         self.num_labels = fmt.num_labels
         if fmt.untrained_tags:
             rank_zero_warn(
