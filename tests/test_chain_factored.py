@@ -324,7 +324,7 @@ def test_bad_factored_inputs() -> None:
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("c", [3, 6])
 def test_large_batch_decoders_match_edges(shared: bool, masked: bool, c: int) -> None:
-    """Batches large enough for the outer-reduction Viterbi and the k-way-merge k-best (the
+    """Batches large enough for the backtrack-argmax Viterbi and the k-way-merge k-best (the
     small-step paths are what the enumeration tests reach), with -inf masks, ragged unsorted
     lengths, per-example transitions and k > C (ranks that run out)."""
     b, n, k = 700, 6, 5

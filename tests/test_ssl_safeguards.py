@@ -4,6 +4,7 @@ from small, label-balance constraint; and the co-training pseudo-label choice.""
 from __future__ import annotations
 
 import itertools
+import logging
 import warnings
 
 import pytest
@@ -161,6 +162,24 @@ def test_cu_start_anneals_from_small_after_the_warm_start() -> None:
     assert [type(c).__name__ for c in safeguard_callbacks(1, 0.25)] == [
         "GeometricAnnealing", "SupervisedWarmStart"
     ]
+
+
+def test_safeguard_callbacks_join_fit_only(caplog: pytest.LogCaptureFixture) -> None:
+    """``test`` after ``fit`` attaches no C_u schedule: before, Lightning announced that the
+    module's callbacks "will override existing callbacks passed to Trainer" (the fit's own)."""
+    module, dm = _tsvm(Cu=0.5, warm_start_epochs=1, cu_start=0.5), _data()
+    trainer = pl.Trainer(
+        accelerator="cpu", max_epochs=2, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+    )
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO):
+        warnings.simplefilter("ignore")
+        trainer.fit(module, datamodule=dm)
+        assert {"GeometricAnnealing", "SupervisedWarmStart"} <= {
+            type(c).__name__ for c in trainer.callbacks}
+        trainer.test(module, datamodule=dm, verbose=False)
+    assert module.configure_callbacks() == []
+    assert "will override existing callbacks" not in caplog.text
 
 
 def test_safeguard_argument_errors() -> None:

@@ -609,66 +609,101 @@ def factored_viterbi(potentials: ChainPotentials, plan: Plan, n_total: int) -> T
     Label-major layout (C, B) per step, so that every max over the previous label is a
     reduction over the outermost dimension of a contiguous (C_prev, C_next, B) tensor: a
     vectorised elementwise maximum, far cheaper on a CPU than a reduction over an inner
-    dimension or a max with indices. The backpointer is the largest previous label whose
-    candidate equals the maximum (exact comparison with the value the max returned).
+    dimension or a max with indices. Backpointers are found while backtracking
+    (:func:`_viterbi_lazy`); tiny steps (``C^2 B <= SMALL_STEP``, e.g. B = 1) take one max
+    with indices per step instead (:func:`_viterbi_pointers`, fewer operations).
     """
     u, trans, shared, end = _decoder_inputs(potentials, plan)
-    n, b, c = u.shape
-    dev = u.device
-    ut = u.permute(0, 2, 1).contiguous()  # (n, C, B)
-    # backpointers as floats (exact small integers), see _argmax_outer
-    finite = bool(torch.isfinite(ut.sum() + trans.sum()))
-    iota = torch.arange(c, device=dev, dtype=u.dtype).view(c, 1, 1).expand(c, c, b).contiguous()
-    sizes = plan.batch_sizes
-    # (C_prev, C_next, 1) shared, else (C_prev, C_next, B)
-    outer = trans.unsqueeze(2) if shared else trans.permute(1, 2, 0).contiguous()
-    alpha = ut[0]  # (C, k): the examples still running; fresh contiguous tensors per step
-    finals = []  # (C, examples that end here) per step, in sorted order
-    pointers = [ut[0]]  # per step (C_next, k) floats; index 0 unused
-    small = c * c * b <= SMALL_STEP  # tiny steps: one max with indices is fewer operations
-    for t in range(1, n):
-        k = sizes[t]
-        if k < alpha.shape[1]:
-            finals.append(alpha[:, k:])
-            alpha = alpha[:, :k]
-        cand = alpha.unsqueeze(1) + (outer if shared else outer[:, :, :k])
-        if small:
-            best, arg = cand.max(dim=0)
-            pointers.append(arg)
-        else:
-            best = cand.amax(dim=0)  # (C_next, k)
-            pointers.append(_argmax_outer(cand, best, iota[:, :, :k], finite).long())
-        alpha = best.add_(ut[t] if k == b else ut[t, :, :k])
-    finals.append(alpha)
-    # columns in sorted order: the longest examples (still running at the end) first
-    final = torch.cat(finals[::-1], dim=1).t() if len(finals) > 1 else alpha.t()  # (B, C)
-    current = (final + end).argmax(dim=1)  # (B,) label at each example's last position
-    path = [current] * n
-    for t in range(n - 1, 0, -1):
-        path[t] = current
-        k = sizes[t]
-        if k == b:
-            current = pointers[t].gather(0, current.unsqueeze(0))[0]
-        else:
-            current = torch.cat([pointers[t].gather(0, current[:k].unsqueeze(0))[0], current[k:]])
-    path[0] = current
-    out = plan.unsort(torch.stack(path, dim=1))  # (B, n)
+    _, b, c = u.shape
+    decode = _viterbi_pointers if c * c * b <= SMALL_STEP else _viterbi_lazy
+    out = plan.unsort(decode(u.permute(0, 2, 1).contiguous(), trans, shared, end, plan))
     if plan.ragged:  # past each length the label is the example's last one: zero it
         out = torch.where(_valid_bn(lengths_of(plan), plan.n), out, 0)
     return _pad_labels(out, n_total)
 
 
-def _argmax_outer(x: Tensor, top: Tensor, iota: Tensor, finite: bool) -> Tensor:
-    """The largest index ``i`` with ``x[i] == top`` along dim 0 (``top = x.amax(0)``), as floats.
+def _viterbi_forward(ut: Tensor, trans: Tensor, shared: bool, plan: Plan,
+                     step: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
+    """The max-plus forward on label-major ``ut`` (n, C, B) sorted; ``step(alpha, cand)``
+    reduces the (C_prev, C_next, k) candidates ``alpha + T`` of a step to (C_next, k) (and
+    keeps what the backtrack needs). Returns the final vectors (B, C) in sorted order."""
+    b = ut.shape[2]
+    sizes = plan.batch_sizes
+    # (C_prev, C_next, 1) shared, else (C_prev, C_next, B)
+    outer = trans.unsqueeze(2) if shared else trans.permute(1, 2, 0).contiguous()
+    alpha = ut[0]  # (C, k): the examples still running; fresh contiguous tensors per step
+    finals = []  # (C, examples that end here) per step, in sorted order
+    for t in range(1, ut.shape[0]):
+        k = sizes[t]
+        if k < alpha.shape[1]:
+            finals.append(alpha[:, k:])
+            alpha = alpha[:, :k]
+        cand = alpha.unsqueeze(1) + (outer if shared else outer[:, :, :k])
+        alpha = step(alpha, cand).add_(ut[t] if k == b else ut[t, :, :k])
+    finals.append(alpha)
+    # columns in sorted order: the longest examples (still running at the end) first
+    return torch.cat(finals[::-1], dim=1).t() if len(finals) > 1 else alpha.t()
 
-    Elementwise arithmetic instead of a comparison or an argmax over an inner dimension (both
-    several times slower on a CPU): ``i * (1 + sign(x - top))`` is ``i`` at the maximum and 0
-    elsewhere (``iota`` holds ``i``, broadcastable to ``x``). Unless ``finite`` (the caller
-    knows every maximum is finite), a ``-inf`` maximum is replaced by 0 first (no NaN from
-    ``-inf - -inf``).
+
+def _backtrack(final: Tensor, end: Tensor, plan: Plan, pointer: Callable[[int, Tensor], Tensor]
+               ) -> Tensor:
+    """Labels (B, n) sorted from the final vectors (B, C): ``pointer(t, labels)`` gives the
+    label at ``t - 1`` of the paths whose label at ``t`` is ``labels`` (the k_t running)."""
+    b = final.shape[0]
+    sizes = plan.batch_sizes
+    current = (final + end).argmax(dim=1)  # (B,) label at each example's last position
+    path = [current] * plan.n
+    for t in range(plan.n - 1, 0, -1):
+        path[t] = current
+        k = sizes[t]
+        back = pointer(t, current if k == b else current[:k])
+        current = back if k == b else torch.cat([back, current[k:]])
+    path[0] = current
+    return torch.stack(path, dim=1)
+
+
+def _viterbi_pointers(ut: Tensor, trans: Tensor, shared: bool, end: Tensor, plan: Plan) -> Tensor:
+    """Sorted best labels (B, n) with a backpointer per label and step (one max with indices
+    over the previous label)."""
+    pointers: list[Tensor] = [ut[0]]  # per step (C_next, k); index 0 unused
+
+    def step(alpha: Tensor, cand: Tensor) -> Tensor:
+        best, arg = cand.max(dim=0)
+        pointers.append(arg)
+        return best
+
+    final = _viterbi_forward(ut, trans, shared, plan, step)
+    return _backtrack(final, end, plan,
+                      lambda t, labels: pointers[t].gather(0, labels.unsqueeze(0))[0])
+
+
+def _viterbi_lazy(ut: Tensor, trans: Tensor, shared: bool, end: Tensor, plan: Plan) -> Tensor:
+    """Sorted best labels (B, n) with backpointers found while backtracking.
+
+    The forward keeps each step's incoming max-plus vectors (C, k) and takes only the max
+    over the previous label; the backtrack recomputes ``alpha_{t-1} + T[:, label_t]`` for the
+    one label on each path and takes its argmax: O(C k) per step instead of comparing all
+    C^2 k candidates with their maximum (1.2x faster at C = 12, 1.7x at C = 50, B = 256). The
+    recomputed sums are the forward's own float additions, so the argmax attains the
+    forward's maximum.
     """
-    ref = top if finite else torch.nan_to_num(top, neginf=0.0)
-    return torch.addcmul(iota, (x - ref).sign_(), iota).amax(dim=0)
+    c = ut.shape[1]
+    prevs: list[Tensor] = [ut[0]]  # per step t: the (C_prev, k_t) vectors of step t - 1
+
+    def step(alpha: Tensor, cand: Tensor) -> Tensor:
+        prevs.append(alpha)
+        return cand.amax(dim=0)
+
+    def pointer(t: int, labels: Tensor) -> Tensor:
+        if shared:
+            cols = trans.index_select(1, labels)  # (C_prev, k): T[i, label_t]
+        else:  # trans (B, C_prev, C_next) sorted: cols[i, e] = trans[e, i, labels[e]]
+            k = labels.shape[0]
+            cols = trans[:k].gather(2, labels.view(k, 1, 1).expand(k, c, 1)).squeeze(2).t()
+        return (prevs[t] + cols).argmax(dim=0)
+
+    final = _viterbi_forward(ut, trans, shared, plan, step)
+    return _backtrack(final, end, plan, pointer)
 
 
 def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int) -> tuple[Tensor, Tensor]:

@@ -273,7 +273,9 @@ class LinearChain(Structure):
         # padding is zeroed (one full pass, by the base class) only when some entry is not
         # finite: -inf masks, or +inf / NaN that must be rejected at valid positions.
         if isinstance(potentials, ChainPotentials):
-            sums = torch.stack([x.detach().sum().to(potentials.emissions.dtype) for x in potentials])
+            # a shared factor is a stride-0 expand: sum its one copy, not B of them
+            sums = torch.stack([_one_copy(x.detach()).sum().to(potentials.emissions.dtype)
+                                for x in potentials])
             finite = bool(torch.isfinite(sums).all())
         else:
             assert isinstance(potentials, Tensor)
@@ -761,6 +763,14 @@ def _expect_bool(x: Tensor, shape: tuple[int, ...], name: str) -> None:
     if not isinstance(x, Tensor) or x.dtype != torch.bool or tuple(x.shape) != shape:
         got = (x.dtype, tuple(x.shape)) if isinstance(x, Tensor) else type(x).__name__
         raise ValueError(f"{name} must be a bool tensor of shape {shape}; got {got}")
+
+
+def _one_copy(x: Tensor) -> Tensor:
+    """``x`` without its broadcast dimensions (stride 0, e.g. an expanded shared factor): the
+    distinct entries once."""
+    index = tuple(0 if stride == 0 and size > 1 else slice(None)
+                  for stride, size in zip(x.stride(), x.shape))
+    return x[index]
 
 
 def bio_allowed_transitions(tags: Sequence[str]) -> tuple[Tensor, Tensor]:

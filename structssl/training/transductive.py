@@ -115,9 +115,14 @@ class SafeguardedModule(StructuredModule):
         )
 
     def configure_callbacks(self) -> list[pl.Callback]:
-        """The safeguard callbacks (C_u annealing, supervised warm start) of the options."""
+        """The safeguard callbacks (C_u annealing, supervised warm start) of the options; none
+        outside ``fit`` (a schedule of C_u has nothing to do in ``test`` or ``validate``, and
+        Lightning would announce that they replace the fit's own)."""
         from structssl.training.callbacks import safeguard_callbacks
 
+        trainer = self._trainer
+        if trainer is not None and trainer.state.fn is not None and trainer.state.fn != "fit":
+            return []
         return safeguard_callbacks(self.warm_start_epochs, self.cu_start, self.cu_factor)
 
     def on_fit_start(self) -> None:
