@@ -15,8 +15,9 @@ C times less memory and, on a CPU, far fewer and smaller per-step operations.
   (all potentials finite and a bounded dynamic range, see there); otherwise the caller takes
   the log-space path.
 - :func:`factored_viterbi`, :func:`factored_kbest`: max-plus and list Viterbi on factored
-  potentials with tensor backtracking (k-best: a k-way merge of float64 keys that carry
-  their own backpointers).
+  potentials with tensor backtracking (Viterbi: each backpointer found while backtracking,
+  from the kept max-plus vectors; k-best: a k-way merge of float64 keys that carry their own
+  backpointers).
 
 Ragged batches are processed packed: examples sorted by decreasing length, time major, and at
 step ``t`` only the ``batch_sizes[t]`` examples still running are touched (no per-step masks,
