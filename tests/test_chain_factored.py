@@ -14,6 +14,7 @@ from oracle import check_structure
 from structssl.losses import CRFNLLLoss, NablaSVMLoss, StructuredHingeLoss
 from structssl.scorers import LinearChainScorer
 from structssl.structures import ChainPotentials, LinearChain
+from structssl.structures import _chain_factored
 from structssl.structures._chain_factored import Plan, exp_space_exact
 
 D = torch.float64
@@ -322,10 +323,11 @@ def test_bad_factored_inputs() -> None:
 
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("masked", [False, True])
-@pytest.mark.parametrize("c", [3, 6])
+@pytest.mark.parametrize("c", [3, 6, 20])
 def test_large_batch_decoders_match_edges(shared: bool, masked: bool, c: int) -> None:
     """Batches large enough for the backtrack-argmax Viterbi and the k-way-merge k-best (the
-    small-step paths are what the enumeration tests reach), with -inf masks, ragged unsorted
+    small-step paths are what the enumeration tests reach; C = 20 is above ON_DEMAND_LABELS,
+    the merge that keys heads and successors on demand), with -inf masks, ragged unsorted
     lengths, per-example transitions and k > C (ranks that run out)."""
     b, n, k = 700, 6, 5
     g = torch.Generator().manual_seed(c)
@@ -359,10 +361,15 @@ def _distinct_paths(labels: torch.Tensor, real: torch.Tensor) -> bool:
 
 @pytest.mark.parametrize("dtype,scale", [(D, 0.0), (D, 1e-3), (D, 1e4), (D, 1e250), (torch.float32, 0.0),
                                          (torch.float32, 1.0), (torch.float32, 1e30)])
-def test_kbest_merge_path_ties_scales_and_dtypes(dtype: torch.dtype, scale: float) -> None:
+@pytest.mark.parametrize("on_demand", [False, True])
+def test_kbest_merge_path_ties_scales_and_dtypes(dtype: torch.dtype, scale: float, on_demand: bool,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The key-merge k-best (large batches): integer potentials with many exact ties (scale 0:
     values in {-1, 0, 1}), tiny and huge scales, float32 inputs (the recursion runs in float64),
-    -inf masks; the same scores as the edge layout, distinct paths, scores sorted."""
+    -inf masks; the same scores as the edge layout, distinct paths, scores sorted. Both merges:
+    every candidate keyed, and heads and successors keyed on demand (the many-label one)."""
+    if on_demand:
+        monkeypatch.setattr(_chain_factored, "ON_DEMAND_LABELS", 0)
     b, n, c, k = 700, 7, 3, 6
     g = torch.Generator().manual_seed(11)
     lengths = torch.randint(1, n + 1, (b,), generator=g)

@@ -603,6 +603,11 @@ def _decoder_inputs(potentials: ChainPotentials, plan: Plan) -> tuple[Tensor, Te
 #: operations); above it the outer-dimension reductions (cheaper per element on a CPU)
 SMALL_STEP = 8192
 
+#: above this many labels the k-best merge keys only each list's head and each round's
+#: successor (4x faster at C = 50, B = 256, k = 5; 1.2x slower at C = 12, where its extra
+#: kernels per round cost more than keying every candidate)
+ON_DEMAND_LABELS = 16
+
 
 def factored_viterbi(potentials: ChainPotentials, plan: Plan, n_total: int) -> Tensor:
     """Best labels (B, n_total), 0 at padded positions, by max-plus on factored potentials.
@@ -721,7 +726,10 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     one scatter into the winner's head (row ``index >> log2(width)``): 5 operations per round,
     no argmax, no comparison. The stored indices are the backpointers as they are: backtracking
     is one gather per step. Small steps (``C^2 k B <= SMALL_STEP``, e.g. B = 1) use one top-k
-    with indices over the values instead (fewer operations), in the same numbering.
+    with indices over the values instead (fewer operations), in the same numbering. Above
+    ``ON_DEMAND_LABELS`` labels the (C_prev, k, C_next, B) keys of a step are never built: only
+    the C^2 B list heads are keyed, and each round keys the winners' successors from the
+    prefix values and transitions (two gathers), the same keys, so the same results.
 
     The recursion runs in float64 whatever the input dtype: each value is truncated to
     ``52 - bits`` mantissa bits (monotone, so every list stays sorted; about ``2**-43``
@@ -737,14 +745,25 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     bits = (c * width - 1).bit_length()
     low = (1 << bits) - 1  # the index bits of a key's int64 view
     ut, outer, end64, sentinel = _kbest_inputs(u, trans, shared, end, n)
-    # (C_prev, width, C_next, B) keys of every candidate; rank k stays -inf (an exhausted list)
-    buf = torch.empty(c, width, c, b, dtype=torch.float64, device=dev)
     small = c * c * k * b <= SMALL_STEP  # few rows: one top-k with indices per step
-    (buf[:, k:] if small else buf[:, k]).fill_(float("-inf"))  # ranks past k: read by the top-k path only
-    # a key holds the flat index of the candidate *after* it in its list, i * width + r + 1:
-    # what the round that pops it gathers next; i is that index >> shift
-    index = torch.arange(1, c * width + 1, device=dev).view(c, width, 1, 1)[:, :k]
+    # many labels: the merge builds each list's head, then each round's successor, on demand
+    # instead of keying all C^2 k candidates a step (fewer bytes, more kernels per round)
+    on_demand = not small and c > ON_DEMAND_LABELS
     f64 = torch.float64
+    if not on_demand:  # every candidate, (C_prev, width, C_next, B); ranks past k: -inf pads
+        buf = torch.full((c, width, c, b), float("-inf"), dtype=f64, device=dev)
+        # a key holds the flat index of the candidate *after* it in its list, i * width + r + 1:
+        # what the round that pops it gathers next; i is that index >> shift
+        index = torch.arange(1, c * width + 1, device=dev).view(c, width, 1, 1)[:, :k]
+    else:
+        # the (C_prev, C_next, B) heads, and per label its k prefix values and the pads after
+        # them, (C_prev, width, B), read at a key's index i * width + r + 1. A pad is finite
+        # (its key has no NaN bits) and below every candidate (sums of sentinels stay above
+        # -2**1021), so it is never popped: C k candidates outlast the k rounds.
+        heads_buf = torch.empty(c, c, b, dtype=f64, device=dev)
+        ranked = torch.full((c, width, b), -torch.finfo(f64).max / 2, dtype=f64, device=dev)
+        first = torch.arange(1, c * width + 1, width, device=dev).view(c, 1, 1)  # rank 0's keys
+        step_t = torch.empty(1, c, b, dtype=f64, device=dev)  # a round's transitions
     # buffers made once and reused by every step (fresh allocations of this size per step, and
     # their first-touch page faults, cost more than the work)
     best_bufs = [torch.empty(k, 1, c, b, dtype=f64, device=dev) for _ in range(2)]  # k best keys
@@ -765,39 +784,54 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
         return best.unbind(0), best.view(torch.int64).unbind(0), codes.transpose(0, 1).unsqueeze(1).unbind(0)
 
     full_views = [round_views(x, codes) for x in best_bufs]
-    full_flat = buf.view(c * width, c, b)
     steps_u, steps_pointers = ut.unbind(0), pointers.unbind(0)
     for t in range(1, n):
         m = sizes[t]
-        keys, flat, best, trans_t, u_t = buf, full_flat, best_bufs[t % 2], outer, steps_u[t]
-        step_codes, views, row, succ = codes, full_views[t % 2], rows, after
+        best, trans_t, u_t = best_bufs[t % 2], outer, steps_u[t]
+        step_codes, views, row = codes, full_views[t % 2], rows
         if m < b:  # the examples still running
             if m < alpha.shape[2]:
                 finals.append(alpha[:, :, m:].clone())
                 alpha = alpha[:, :, :m]
-            keys, best, u_t, step_codes = keys[..., :m], best[..., :m], u_t[:, :m], codes[..., :m]
-            row, succ = rows[..., :m], after[..., :m]
-            flat = keys.view(c * width, c, m)
+            best, u_t, step_codes, row = best[..., :m], u_t[:, :m], codes[..., :m], rows[..., :m]
             trans_t = outer if shared else outer[..., :m]
             views = round_views(best, step_codes)
-        real = keys[:, :k]
-        torch.add(alpha.permute(1, 0, 2).unsqueeze(2), trans_t, out=real)
         if small:
+            flat = buf[..., :m].view(c * width, c, m)
+            torch.add(alpha.permute(1, 0, 2).unsqueeze(2), trans_t, out=buf[:, :k, :, :m])
             # one top-k with indices over the values (the -inf pads never win: every value is
             # finite), index i * width + r: the key numbering without keys
             top, arg = flat.permute(1, 2, 0).topk(k, dim=2)  # (C_next, m, k)
             torch.add(arg.permute(2, 0, 1), 1, out=steps_pointers[t - 1][:, 1 : k + 1, :m].transpose(0, 1))
             alpha = top.permute(2, 0, 1).add(u_t)  # plain values: nothing to truncate
         else:
-            real.view(torch.int64).bitwise_and_(~low).bitwise_or_(index)
-            heads = keys[:, 0]  # (C_prev, C_next, m) list heads, in place: rank 0 is never gathered
+            succ = after[..., :m]
+            if on_demand:
+                heads, values = heads_buf[..., :m], ranked[..., :m]
+                trans_m = trans_t[:, 0].expand(c, c, m)  # (C_prev, C_next, m)
+                values[:, :k].copy_(alpha.permute(1, 0, 2))
+                flat_values, succ_t = values.view(c * width, m), step_t[..., :m]
+                torch.add(alpha[0].unsqueeze(1), trans_m, out=heads)  # the lists' rank 0
+                heads.view(torch.int64).bitwise_and_(~low).bitwise_or_(first)
+            else:
+                keys = buf[..., :m]
+                real, flat = keys[:, :k], keys.view(c * width, c, m)
+                torch.add(alpha.permute(1, 0, 2).unsqueeze(2), trans_t, out=real)
+                real.view(torch.int64).bitwise_and_(~low).bitwise_or_(index)
+                heads = keys[:, 0]  # (C_prev, C_next, m) list heads, in place: rank 0 is never gathered
             tops, top_bits, slots = views
             for r in range(k):
                 torch.amax(heads, dim=0, keepdim=True, out=tops[r])
                 code = torch.bitwise_and(top_bits[r], low, out=slots[r + 1])
                 if r + 1 < k:  # the winner's list moves on to its next rank (the pad past rank k - 1)
                     torch.bitwise_right_shift(code, shift, out=row)
-                    heads.scatter_(0, row, torch.gather(flat, 0, code, out=succ))
+                    if on_demand:  # its value, its transition, its key
+                        torch.gather(flat_values, 0, code[0], out=succ[0])
+                        succ.add_(torch.gather(trans_m, 0, row, out=succ_t))
+                        succ.view(torch.int64).bitwise_and_(~low).bitwise_or_(code).add_(1)
+                    else:
+                        torch.gather(flat, 0, code, out=succ)
+                    heads.scatter_(0, row, succ)
             steps_pointers[t - 1][..., :m].copy_(step_codes)
             alpha = best.view(torch.int64).bitwise_and_(~low).view(f64).squeeze(1).add_(u_t)
     finals.append(alpha)
