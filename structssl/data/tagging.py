@@ -222,9 +222,9 @@ class TaggingFormat:
         return out
 
     def _read(self, path: PathLike, labeled: bool) -> TaggedCorpus:
+        conllu = self.layout != "columns" and looks_conllu(path, self.encoding)
         if self.layout == "auto":  # the first file read, the training file, decides
-            self.layout = "conllu" if looks_conllu(path, self.encoding) else "columns"
-        conllu = self.layout == "conllu" and looks_conllu(path, self.encoding)
+            self.layout = "conllu" if conllu else "columns"
         if self.layout == "conllu" and labeled and not conllu:
             # a file to tag of a CoNLL-U model may hold the token alone; a tagged one may not
             first = first_token_line(path, self.encoding)

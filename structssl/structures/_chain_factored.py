@@ -750,8 +750,10 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     # instead of keying all C^2 k candidates a step (fewer bytes, more kernels per round)
     on_demand = not small and c > ON_DEMAND_LABELS
     f64 = torch.float64
-    if not on_demand:  # every candidate, (C_prev, width, C_next, B); ranks past k: -inf pads
-        buf = torch.full((c, width, c, b), float("-inf"), dtype=f64, device=dev)
+    if not on_demand:  # every candidate, (C_prev, width, C_next, B)
+        buf = torch.empty(c, width, c, b, dtype=f64, device=dev)
+        # ranks past k: -inf pads (the top-k reads them all, the merge rank k only)
+        (buf[:, k:] if small else buf[:, k]).fill_(float("-inf"))
         # a key holds the flat index of the candidate *after* it in its list, i * width + r + 1:
         # what the round that pops it gathers next; i is that index >> shift
         index = torch.arange(1, c * width + 1, device=dev).view(c, width, 1, 1)[:, :k]
