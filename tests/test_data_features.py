@@ -93,6 +93,51 @@ def test_embedding_bag_scorer_matches_manual_sum() -> None:
             torch.testing.assert_close(unary[i, t], weight[ids].sum(0))
 
 
+_WORDS = st.sampled_from(["a", "B", "c1", '"', "(", ")", "«", "»", "'", "Xy"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sentences=st.lists(st.lists(_WORDS, min_size=1, max_size=7), min_size=1, max_size=6),
+    window=st.integers(0, 2),
+    min_count=st.integers(1, 3),
+    with_given=st.booleans(),
+)
+def test_fit_and_encode_equal_the_strings_of_every_position(
+    sentences: list[list[str]], window: int, min_count: int, with_given: bool
+) -> None:
+    # fit counts each (token, offset) pair's strings and each position pattern's strings once,
+    # encode caches both: the same vocabulary and rows as counting and looking up
+    # strings() of every position (quotes, sentence ends, windows, provided features)
+    records = [
+        Sequence(tokens=tuple(s), labels=None, features=tuple((w.lower(), str(len(w))) for w in s))
+        for s in sentences
+    ]
+    templates = ("bias", "lower", "short_shape", "position", "quoted") + (
+        ("given",) if with_given else ()
+    )
+    window_templates = ("lower", "quoted", "position") + (("given",) if with_given else ())
+    fx = FeatureExtractor(
+        templates=templates, window=window, window_templates=window_templates,
+        min_count=min_count,
+    ).fit(records)
+    counts: dict[str, int] = {}
+    for r in records:
+        for row in fx.strings(r):
+            for f in row:
+                counts[f] = counts.get(f, 0) + 1
+    assert fx.feature_names == ("<pad>", *sorted(f for f, c in counts.items() if c >= min_count))
+    for r in records:
+        enc = fx.encode(r)
+        for t, row in enumerate(fx.strings(r)):
+            vocabulary = fx.vocabulary
+            assert vocabulary is not None
+            expected = sorted(i for f in row if (i := vocabulary.get(f)) is not None)
+            got = enc[t].tolist()
+            assert sorted(i for i in got if i) == expected
+            assert got == [i for i in got if i] + [0] * got.count(0)  # padding at the end
+
+
 def test_given_features_from_records() -> None:
     seqs = [
         Sequence(

@@ -56,8 +56,10 @@ and Collins (2002) for the lexical feature templates.
 from __future__ import annotations
 
 import re
+from array import array
 from collections import Counter
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Iterable, Literal, Optional, Union
 from typing import Sequence as Seq
 
@@ -93,6 +95,11 @@ _INTRINSIC = frozenset(
     ("word", "lower", "prefix", "suffix", "ngram", "shape", "short_shape", "cap", "digits",
      "special", "length")
 )  # fmt: skip
+#: Templates whose strings depend on the position in the sentence, not on the token string.
+_POSITIONAL = frozenset(("bias", "position", "quoted", "given"))
+#: One offset of a window: (offset, its positional templates, its strings past the start and
+#: past the end of a sentence).
+_OffsetPlan = tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 _DIGIT_DOT_DIGIT = re.compile(r"^\d+[.,]\d+$")
 _OPEN = {"(": ")", "[": "]", "{": "}", "«": "»", "“": "”", "‘": "’", "¿": "?", "¡": "!"}
 _SYMMETRIC_QUOTES = frozenset(('"', "'", "``", "''"))
@@ -269,6 +276,9 @@ class FeatureExtractor:
         self.vocabulary: Optional[Vocabulary] = None
         self._string_cache: dict[tuple[str, int], tuple[str, ...]] = {}
         self._id_cache: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._position_id_cache: dict[tuple[Any, ...], tuple[int, ...]] = {}
+        self._plan_key: Optional[tuple[Any, ...]] = None
+        self._plan: tuple[_OffsetPlan, ...] = ()
 
     def __repr__(self) -> str:
         fitted = f", num_features={self.num_features}" if self.vocabulary is not None else ""
@@ -353,18 +363,36 @@ class FeatureExtractor:
         self._string_cache[key] = result
         return result
 
+    def _context_plan(self) -> tuple[_OffsetPlan, ...]:
+        """Per offset ``-window .. window``: the position templates in template order, and the
+        strings every template gives past the sentence's start (``<s>``) and end (``</s>``)."""
+        key = (self.templates, self.window_templates, self.window)
+        if self._plan_key != key:
+            plan = []
+            for offset in range(-self.window, self.window + 1):
+                names = self.templates if offset == 0 else self.window_templates
+                plan.append((
+                    offset,
+                    tuple(t for t in names if t in _POSITIONAL),
+                    tuple(f"{t}[{offset}]={_BOS}" for t in names),
+                    tuple(f"{t}[{offset}]={_EOS}" for t in names),
+                ))
+            self._plan, self._plan_key = tuple(plan), key
+        return self._plan
+
     def _context_strings(
         self, tokens: Seq[str], given: Optional[Seq[Seq[str]]], quoted: list[bool], t: int
     ) -> list[str]:
         """Feature strings that depend on the position, not only on the token string."""
         n = len(tokens)
         out: list[str] = []
-        for offset in range(-self.window, self.window + 1):
-            names = self.templates if offset == 0 else self.window_templates
+        for offset, names, before, after in self._context_plan():
             u = t + offset
-            if offset != 0 and not 0 <= u < n:
-                boundary = _BOS if u < 0 else _EOS
-                out.extend(f"{tmpl}[{offset}]={boundary}" for tmpl in names)
+            if u < 0:
+                out.extend(before)
+                continue
+            if u >= n:
+                out.extend(after)
                 continue
             for tmpl in names:
                 if tmpl == "bias":
@@ -377,10 +405,17 @@ class FeatureExtractor:
                 elif tmpl == "quoted":
                     if quoted[u]:
                         out.append(f"quoted[{offset}]=inside")
-                elif tmpl == "given":
+                else:  # given
                     assert given is not None
                     out.extend(f"given{j}[{offset}]={v}" for j, v in enumerate(given[u]))
         return out
+
+    def _position_key(self, n: int, t: int, quoted: list[bool]) -> tuple[Any, ...]:
+        """What :meth:`_context_strings` of position ``t`` of ``n`` depends on without the
+        ``given`` template, as a key: its distance to either end up to ``window + 1`` and the
+        quote flags of its window."""
+        w = self.window
+        return min(t, w + 1), min(n - 1 - t, w + 1), tuple(quoted[max(0, t - w) : t + w + 1])
 
     @staticmethod
     def _unpack(sentence: Union[Sequence, Seq[str]]) -> tuple[Seq[str], Optional[Seq[Seq[str]]]]:
@@ -438,15 +473,39 @@ class FeatureExtractor:
             self.clusters = WordClusters(self.cluster_sizes).fit(
                 self._unpack(sentence)[0] for sentence in sentences
             )
+        # a token's strings are the same wherever it occurs: count the (token, offset) pairs
+        # and the position strings, then each pair's strings once (the counts _strings gives)
         counts: Counter[str] = Counter()
+        pairs: Counter[tuple[str, int]] = Counter()
+        occurrences: Counter[tuple[Any, ...]] = Counter()
+        positions: dict[tuple[Any, ...], list[str]] = {}
+        # with the 'given' template a position's strings hold the data's own features
+        uses_given = self._uses("given")
         for i, sentence in enumerate(sentences):
             tokens, given = self._unpack(sentence)
             self._check_given(given, i)
-            for feats in self._strings(tokens, given):
-                counts.update(feats)
+            n = len(tokens)
+            for offset in range(-self.window, self.window + 1):
+                pairs.update(zip(tokens[max(0, offset) : n + min(0, offset)], repeat(offset)))
+            quoted = _quoted(tokens) if self._uses("quoted") else []
+            for t in range(n):
+                if uses_given:
+                    counts.update(self._context_strings(tokens, given, quoted, t))
+                    continue
+                key = self._position_key(n, t, quoted)
+                if key not in positions:
+                    positions[key] = self._context_strings(tokens, given, quoted, t)
+                occurrences[key] += 1
+        for (token, offset), count in pairs.items():
+            for feature in self._token_strings(token, offset):
+                counts[feature] += count
+        for key, count in occurrences.items():
+            for feature in positions[key]:
+                counts[feature] += count
         kept = sorted(s for s, c in counts.items() if c >= self.min_count)
         self.vocabulary = Vocabulary(["<pad>"] + kept)
         self._id_cache = {}
+        self._position_id_cache = {}
         return self
 
     @property
@@ -482,6 +541,7 @@ class FeatureExtractor:
         tokens, given = self._unpack(sentence)
         self._check_given(given, 0)
         quoted = _quoted(tokens) if self._uses("quoted") else []
+        uses_given = self._uses("given")
         n = len(tokens)
         rows: list[list[int]] = []
         for t in range(n):
@@ -495,12 +555,26 @@ class FeatureExtractor:
                         cached = tuple(self._ids(self._token_strings(tokens[u], offset)))
                         self._id_cache[key] = cached
                     ids.extend(cached)
-            ids.extend(self._ids(self._context_strings(tokens, given, quoted, t)))
+            if uses_given:
+                ids.extend(self._ids(self._context_strings(tokens, given, quoted, t)))
+            else:
+                key = self._position_key(n, t, quoted)
+                cached = self._position_id_cache.get(key)
+                if cached is None:
+                    cached = tuple(self._ids(self._context_strings(tokens, given, quoted, t)))
+                    self._position_id_cache[key] = cached
+                ids.extend(cached)
             rows.append(ids)
-        width = max((len(r) for r in rows), default=0)
         if n == 0:
             return torch.zeros(0, 0, dtype=torch.long)
-        return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.long)
+        width = max(len(r) for r in rows)
+        if width == 0:
+            return torch.zeros(n, 0, dtype=torch.long)
+        flat = array("q")  # the rows padded with 0, converted to int64 in one C loop
+        for r in rows:
+            flat.extend(r)
+            flat.extend(repeat(0, width - len(r)))
+        return torch.frombuffer(flat, dtype=torch.long).view(n, width)
 
     def transform(self, sentences: Iterable[Union[Sequence, Seq[str]]]) -> list[Tensor]:
         """:meth:`encode` of every sentence: a list of (n_i, F_i) long tensors."""
