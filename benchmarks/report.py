@@ -5,7 +5,8 @@
 Only the text between ``<!-- tables:begin -->`` and ``<!-- tables:end -->`` is rewritten; the
 rest of the README (targets, analysis) is written by hand. Quick-mode files are skipped. A cell
 that reproduces a published number shows it in parentheses, and the first table counts, per
-file, the cells with a paper value and those within 2 points of it or better.
+file, the cells with a paper value and those within 2 points of it or better; the second lists
+every cell more than 2 points short.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, markdown_table, within_paper  # noqa: E402
+from common import RESULTS, markdown_table, paper_value, within_paper  # noqa: E402
 
 README = Path(__file__).resolve().parent / "README.md"
 BEGIN, END = "<!-- tables:begin -->", "<!-- tables:end -->"
@@ -39,13 +40,37 @@ def reproduction_summary(files: list[tuple[str, dict[str, Any]]]) -> str:
     return "### Reproduced cells beside the papers\n\n" + "\n".join(lines) + "\n"
 
 
+def shortfalls(files: list[tuple[str, dict[str, Any]]]) -> str:
+    """Every cell more than 2 points short of its paper value, file by file, largest
+    shortfall first (why each falls short: the sections above)."""
+    rows = []
+    for name, data in files:
+        for r in data["records"]:
+            if within_paper(r) is False:
+                paper, value = paper_value(r), r.get("value")
+                assert paper is not None
+                gap = (paper - value if r.get("higher_is_better", True) is not False
+                       else value - paper) if isinstance(value, (int, float)) else float("nan")
+                rows.append((name, -gap, r["task"], r["method"], r["metric"], value, paper))
+    lines = ["| results file | task | method | metric | ours | paper | short by |",
+             "|---|---|---|---|---|---|---|"]
+    for name, neg_gap, task, method, metric, value, paper in sorted(rows):
+        lines.append(f"| `{name}` | {task} | {method} | {metric} | {_number(value)} | "
+                     f"{_number(paper)} | {-neg_gap:.1f} |")
+    return ("### Cells more than 2 points short of the paper\n\n" + "\n".join(lines) + "\n")
+
+
+def _number(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, (int, float)) else "–"
+
+
 def render() -> str:
     files = []
     for path in sorted(RESULTS.glob("*.json")):
         data = json.loads(path.read_text())
         if data["header"].get("mode") != "quick":
             files.append((path.name, data))
-    parts = [reproduction_summary(files)]
+    parts = [reproduction_summary(files), shortfalls(files)]
     for name, data in files:
         head, records = data["header"], data["records"]
         device = head.get("device_name", head["device"])
