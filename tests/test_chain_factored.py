@@ -109,6 +109,14 @@ def test_same_results_as_the_edge_layout(shared: bool) -> None:
     real = torch.isfinite(kb_scores)  # missing ranks (example 2 has 4 structures) have arbitrary labels
     assert torch.equal(kb[real], kb_e[real])  # no ties in random float64 potentials
     assert not real.all()
+    # the k-best scores are differentiable: gathers from the factors broadcast over the ranks
+    # (a fresh graph: the gradients above freed the one the potentials share)
+    pot = ChainPotentials.from_factors(*factors)
+    g_f = torch.autograd.grad(chain.kbest(pot, 6, lengths)[1][real].sum(), factors)
+    edges = chain.edge_potentials(ChainPotentials.from_factors(*factors), lengths)
+    g_e = torch.autograd.grad(chain.kbest(edges, 6, lengths)[1][real].sum(), factors)
+    for a, e in zip(g_f, g_e):
+        torch.testing.assert_close(a, e)
     target = labels.flip(1) % c
     target = torch.where(chain.valid_mask(lengths, n), target, 0)
     for cost in ("hamming", "zero_one"):

@@ -469,6 +469,11 @@ class LinearChain(Structure):
             wrong = wrong * scale
         return potentials._replace(emissions=emissions + wrong)
 
+    def _score_k(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
+        if isinstance(potentials, ChainPotentials):
+            return _factored_score_k(potentials, labels, lengths)
+        return super()._score_k(potentials, labels, lengths)
+
     def _score(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
         if isinstance(potentials, ChainPotentials):
             return _factored_score(potentials, labels, lengths)
@@ -598,19 +603,29 @@ def as_detached_chain(potentials: ChainPotentials) -> ChainPotentials:
 
 def _factored_score(potentials: ChainPotentials, labels: Tensor, lengths: Tensor) -> Tensor:
     """Scores (B,) of labels (B, N) under factored potentials, by gathers (differentiable)."""
-    emissions, transitions, start, end = potentials
-    b, n, c = emissions.shape
+    b, n, _ = potentials.emissions.shape
     if labels.shape != (b, n):
         raise ValueError(f"labels must have shape (B, N) = ({b}, {n}); got {tuple(labels.shape)}")
-    valid = LinearChain.valid_mask(lengths, n)  # (B, N)
+    return _factored_score_k(potentials, labels.unsqueeze(1), lengths).squeeze(1)
+
+
+def _factored_score_k(potentials: ChainPotentials, labels: Tensor, lengths: Tensor) -> Tensor:
+    """Scores (B, k) of k labelings (B, k, N) of each example under factored potentials, by
+    gathers from the potentials broadcast over k (no copy of them per labeling)."""
+    emissions, transitions, start, end = potentials
+    b, k, n = labels.shape
+    c = emissions.shape[2]
+    valid = LinearChain.valid_mask(lengths, n).unsqueeze(1)  # (B, 1, N)
+    node = emissions.unsqueeze(1).expand(b, k, n, c).gather(3, labels.unsqueeze(3)).squeeze(3)
     # where, not a product: padding may hold -inf
-    total = torch.where(valid, emissions.gather(2, labels.unsqueeze(2)).squeeze(2), 0.0).sum(1)
+    total = torch.where(valid, node, 0.0).sum(2)  # (B, k)
     if n > 1:
-        pairs = (labels[:, :-1] * c + labels[:, 1:])  # (B, N - 1)
-        trans = transitions.reshape(b, c * c).gather(1, pairs)
-        total = total + torch.where(valid[:, 1:], trans, 0.0).sum(1)
-    last = labels.gather(1, (lengths - 1).unsqueeze(1))  # (B, 1)
-    return total + start.gather(1, labels[:, :1]).squeeze(1) + end.gather(1, last).squeeze(1)
+        pairs = labels[..., :-1] * c + labels[..., 1:]  # (B, k, N - 1)
+        trans = transitions.reshape(b, 1, c * c).expand(b, k, c * c).gather(2, pairs)
+        total = total + torch.where(valid[..., 1:], trans, 0.0).sum(2)
+    first = start.unsqueeze(1).expand(b, k, c).gather(2, labels[..., :1]).squeeze(2)
+    last = labels.gather(2, (lengths - 1).view(b, 1, 1).expand(b, k, 1))  # (B, k, 1)
+    return total + first + end.unsqueeze(1).expand(b, k, c).gather(2, last).squeeze(2)
 
 
 def _ragged(lengths: Tensor, max_length: int) -> bool:
