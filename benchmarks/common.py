@@ -200,16 +200,23 @@ def paper_value(rec: dict[str, Any]) -> Optional[float]:
     return float(value) if ok else None
 
 
-def within_paper(rec: dict[str, Any], points: float = 2.0) -> Optional[bool]:
-    """Whether a reproduced cell is within ``points`` of its paper value or better (in the
-    record's ``higher_is_better`` direction); None for a record without a paper value."""
+def shortfall(rec: dict[str, Any]) -> Optional[float]:
+    """How far a reproduced cell falls short of its paper value, in the record's
+    ``higher_is_better`` direction (negative: better than the paper); NaN without a value of
+    ours, None for a record without a paper value."""
     paper, value = paper_value(rec), rec.get("value")
     if paper is None:
         return None
     if not isinstance(value, (int, float)) or value != value:
-        return False
-    shortfall = paper - value if rec.get("higher_is_better", True) is not False else value - paper
-    return shortfall <= points
+        return float("nan")
+    return paper - value if rec.get("higher_is_better", True) is not False else value - paper
+
+
+def within_paper(rec: dict[str, Any], points: float = 2.0) -> Optional[bool]:
+    """Whether a reproduced cell is within ``points`` of its paper value or better (in the
+    record's ``higher_is_better`` direction); None for a record without a paper value."""
+    gap = shortfall(rec)
+    return None if gap is None else gap <= points  # NaN (no value of ours): False
 
 
 def markdown_table(records: list[dict[str, Any]], metric: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, markdown_table, paper_value, within_paper  # noqa: E402
+from common import RESULTS, markdown_table, paper_value, shortfall, within_paper  # noqa: E402
 
 README = Path(__file__).resolve().parent / "README.md"
 BEGIN, END = "<!-- tables:begin -->", "<!-- tables:end -->"
@@ -47,11 +47,10 @@ def shortfalls(files: list[tuple[str, dict[str, Any]]]) -> str:
     for name, data in files:
         for r in data["records"]:
             if within_paper(r) is False:
-                paper, value = paper_value(r), r.get("value")
-                assert paper is not None
-                gap = (paper - value if r.get("higher_is_better", True) is not False
-                       else value - paper) if isinstance(value, (int, float)) else float("nan")
-                rows.append((name, -gap, r["task"], r["method"], r["metric"], value, paper))
+                gap = shortfall(r)
+                assert gap is not None
+                rows.append((name, -gap, r["task"], r["method"], r["metric"], r.get("value"),
+                              paper_value(r)))
     lines = ["| results file | task | method | metric | ours | paper | short by |",
              "|---|---|---|---|---|---|---|"]
     for name, neg_gap, task, method, metric, value, paper in sorted(rows):
