@@ -283,15 +283,9 @@ class StarTreeComponents(Components):
         return MultiLabelPotentials(rel_unary, rel_pair * upper)
 
     def score(self, potentials: Potentials, labels: Tensor) -> Tensor:
-        unary, pairwise = as_tuple(potentials)
-        b, n, k = labels.shape
-        y = labels.long()
-        un = unary.unsqueeze(1).expand(b, n, k, 2).gather(3, y.unsqueeze(3)).squeeze(3).sum(2)
-        upper = torch.ones(k, k, dtype=torch.bool, device=y.device).triu(1)
-        rows, cols = upper.nonzero(as_tuple=True)
-        tables = pairwise[:, rows, cols].reshape(b, 1, -1, 4).expand(b, n, rows.numel(), 4)
-        index = (y[:, :, rows] * 2 + y[:, :, cols]).unsqueeze(3)
-        return un + tables.gather(3, index).squeeze(3).sum(2)
+        b = labels.shape[0]
+        lengths = self.structure._lengths(None, b, labels.device)
+        return self.structure._score_k(potentials, labels, lengths)
 
     def to_parts(self, labels: Tensor) -> Potentials:
         return self.structure.to_parts(labels)
