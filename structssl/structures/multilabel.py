@@ -452,7 +452,7 @@ class PairwiseMultiLabel(Structure):
         The pair ``(k, l)``'s entry ``[y_k, y_l]`` sits at ``4 (k K + l) + 2 y_k + y_l`` of the
         flattened pairwise table; the ``2 y_k + y_l`` of all pairs come from one product of the
         0/1 labels with a fixed (K, K (K - 1) / 2) matrix (exact small integers), not from
-        indexing the labels pair by pair (5x faster at B = 1,700, n = 8, K = 6).
+        indexing the labels pair by pair (about 3x faster at B = 1,700, n = 8, K = 6 on a CPU).
         """
         unary, pairwise = potentials
         b, n, k = labels.shape

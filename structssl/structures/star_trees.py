@@ -213,7 +213,7 @@ def star_argmax(star: StarPotentials) -> tuple[Tensor, Tensor]:
 def _star_argmax(unary: Tensor, edge: Tensor) -> tuple[Tensor, Tensor]:
     # binary states: per centre state s, the leaf's best state t by one maximum and one
     # comparison of two (B, C, L) slices (whole-tensor ops over the trailing (2, 2) states ran
-    # their inner loops over 2 elements: 3x slower at B = 1,700, K = 6). The leaf values are
+    # their inner loops over 2 elements: 1.4-2.9x slower at B = 1,700, K = 6). The leaf values are
     # summed from one (B, C, L, S) tensor, as before that change: the same float sums.
     k = unary.shape[1]
     eye = torch.eye(k, dtype=torch.bool, device=unary.device).view(1, k, k)
