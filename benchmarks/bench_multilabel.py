@@ -159,7 +159,7 @@ PROTOCOL = (
 OBJECTIVE_SCALING = "seed 004 eq. 5"
 NO_OBJECTIVE = "none (no objective: averaged perceptron / no model)"
 SCALED = (
-    "scaled for a shared 2-core CPU: 1-6 of the paper's 10 splits per cell (n_runs / splits_run "
+    "scaled for a shared 2-core CPU: 1-10 of the paper's 10 splits per cell (n_runs / splits_run "
     "of each record), 1 round per C_m value (9 rounds) instead of 5 (45 rounds), dual "
     "decomposition 30 outer x 5 inner iterations; data sets and degrees not in the records were "
     "not run (see invocations[].skipped); timing: 1 timed round (on 300 of yeast's 1,675 unlabeled "
