@@ -215,7 +215,7 @@ def test_extreme_scales(dtype: torch.dtype, scale: float) -> None:
     torch.testing.assert_close(marg.emissions.sum(2)[valid].double(),
                                torch.ones(int(valid.sum()), dtype=D), rtol=tol * 10, atol=tol * 10)
     plan = Plan(lengths)
-    fast = exp_space_exact(pot, plan, plan.time_major(pot.emissions))
+    fast = exp_space_exact(pot, plan, plan.label_major(pot.emissions))
     assert fast == (scale <= 3.0)  # large scales take the log-space path
 
 
@@ -227,7 +227,7 @@ def test_exp_space_bound_is_tight_enough_in_float32() -> None:
     transitions = torch.rand(c, c, generator=g) * 16.0
     pot = ChainPotentials.from_factors(emissions, transitions)
     plan = Plan(torch.full((b,), n))
-    assert exp_space_exact(pot, plan, plan.time_major(emissions))
+    assert exp_space_exact(pot, plan, plan.label_major(emissions))
     chain = LinearChain(c)
     double = ChainPotentials.from_factors(emissions.double(), transitions.double())
     torch.testing.assert_close(chain.log_partition(pot).double(), chain.log_partition(double),
@@ -454,7 +454,7 @@ def test_lone_steps_scan_in_float32_near_the_bound(emission_scale: float) -> Non
     chain = LinearChain(c)
     pot = ChainPotentials.from_factors(emissions, transitions)
     plan = Plan(lens)
-    assert exp_space_exact(pot, plan, plan.time_major(emissions))
+    assert exp_space_exact(pot, plan, plan.label_major(emissions))
     double = ChainPotentials.from_factors(emissions.double(), transitions.double())
     torch.testing.assert_close(chain.log_partition(pot, lens).double(),
                                chain.log_partition(double, lens), rtol=2e-6, atol=1e-3)

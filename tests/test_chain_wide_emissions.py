@@ -39,7 +39,7 @@ def test_wide_emissions_take_the_exp_path_and_match_the_float64_log_space_path(
     plan = Plan(lengths)
     emissions_range = float((pot.emissions.amax(2) - pot.emissions.amin(2)).max())
     assert emissions_range > -math.log(torch.finfo(dtype).tiny)  # beyond exp's reach
-    assert exp_space_exact(pot, plan, plan.time_major(pot.emissions))
+    assert exp_space_exact(pot, plan, plan.label_major(pot.emissions))
     # reference: float64, the edge layout's log-space loop
     ref_factors = [x.double().requires_grad_() for x in factors]
     ref_edges = chain.edge_potentials(ChainPotentials.from_factors(*ref_factors), lengths)
@@ -67,7 +67,7 @@ def test_wide_transitions_still_take_the_log_space_path() -> None:
     lengths = torch.tensor([40, 17, 1, 39, 2, 40])
     pot = ChainPotentials.from_factors(*_factors(torch.float32, 1.0, 20.0, seed=4))
     plan = Plan(lengths)
-    assert not exp_space_exact(pot, plan, plan.time_major(pot.emissions))
+    assert not exp_space_exact(pot, plan, plan.label_major(pot.emissions))
     reference = ChainPotentials.from_factors(*_factors(F64, 1.0, 20.0, seed=4))
     chain = LinearChain(9)
     torch.testing.assert_close(

@@ -449,3 +449,21 @@ def test_label_proportions_errors() -> None:
         LabelProportions("O")
     with pytest.raises(ValueError, match=r"preds must be label ids in \[0, 2\)"):
         LabelProportions(2).update(torch.tensor([[0, 2]]), torch.tensor([[0, 1]]))
+
+
+def test_multiset_overlap_matches_counting_rows() -> None:
+    """The shared rows of two multisets and how often each is shared, by one integer key per
+    row and, where the keys could overflow, by unique over rows: both equal plain counting."""
+    from structssl.metrics import _multiset_overlap, _row_keys
+
+    g = torch.Generator().manual_seed(3)
+    for high in (3, 40, 2**20):  # 2**20 in 4 columns: keys would overflow, rows compared
+        a = torch.randint(0, high, (300, 4), generator=g)
+        b = torch.cat([a[torch.randperm(300, generator=g)[:150]],
+                       torch.randint(0, high, (100, 4), generator=g)])
+        rows, count = _multiset_overlap(a, b)
+        want = Counter(map(tuple, a.tolist())) & Counter(map(tuple, b.tolist()))
+        got = {tuple(r): int(c) for r, c in zip(rows.tolist(), count.tolist()) if c > 0}
+        assert got == dict(want)
+        assert (_row_keys(torch.cat([a, b])) is None) == (high == 2**20)
+        assert rows.tolist() == sorted(rows.tolist())  # lexicographic, as unique(dim=0)

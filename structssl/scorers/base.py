@@ -55,8 +55,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.utils.weak import WeakTensorKeyDictionary
-
+from structssl.memo import TensorMemo
 from structssl.structures.base import positive_int
 
 __all__ = [
@@ -140,28 +139,17 @@ class SparseLayout:
         return self._transpose
 
 
-#: layouts of the index tensors seen, held while the tensor lives (a full batch's chunks are
-#: evaluated many times per L-BFGS step): tensor -> ((version, data_ptr, shape, stride), layout)
-_LAYOUTS: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
+#: layouts of the index tensors seen, held while the tensor lives unchanged (a full batch's
+#: chunks are evaluated many times per L-BFGS step)
+_LAYOUTS: TensorMemo[SparseLayout] = TensorMemo()
+#: (min, max) of the index tensors checked (the same chunks again at every evaluation)
+_RANGES: TensorMemo[tuple[int, int]] = TensorMemo()
 
 
 def sparse_layout(indices: Tensor) -> SparseLayout:
-    """The :class:`SparseLayout` of ``indices`` (*lead, F) long, built once per tensor.
-
-    Cached while ``indices`` lives and is unchanged (its version counter, storage, shape and
-    strides are compared, so an in-place change, also through a view, or a new tensor builds a
-    new layout; writes that bypass the version counter, through ``.data`` or ``.numpy()``, are
-    not seen); inference tensors (no version counter) are not cached.
-    """
-    if indices.is_inference():
-        return SparseLayout(indices)
-    stamp = (indices._version, indices.data_ptr(), tuple(indices.shape), indices.stride())
-    hit = _LAYOUTS.get(indices)
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
-    layout = SparseLayout(indices)
-    _LAYOUTS[indices] = (stamp, layout)
-    return layout
+    """The :class:`SparseLayout` of ``indices`` (*lead, F) long, built once per tensor while
+    it lives unchanged (:class:`~structssl.memo.TensorMemo`)."""
+    return _LAYOUTS.get(indices, lambda: SparseLayout(indices))
 
 
 class _SparseFeatureSum(torch.autograd.Function):
@@ -203,8 +191,17 @@ def sparse_weight_grad(layout: SparseLayout, grad_out: Tensor, rows: int) -> Ten
     if layout.index.numel():
         features, items, offsets = layout.transpose()
         sums = F.embedding_bag(items, grad_out, offsets, mode="sum")  # (U, out)
-        grad_weight = grad_weight.index_copy(0, features, sums)
+        if _is_batched(sums):  # under vmap (is_grads_batched): out of place
+            grad_weight = grad_weight.index_copy(0, features, sums)
+        else:  # in place: no copy of the (rows, out) zeros, a third of a chunk's backward
+            grad_weight.index_copy_(0, features, sums)
     return grad_weight
+
+
+def _is_batched(x: Tensor) -> bool:
+    """Whether ``x`` is a tensor batched by ``vmap`` (whose values may not be written into an
+    unbatched tensor in place)."""
+    return bool(torch._C._functorch.is_batchedtensor(x))
 
 
 def sparse_weight_grad_scatter(layout: SparseLayout, grad_out: Tensor, rows: int) -> Tensor:
@@ -457,7 +454,7 @@ class LinearInputs(nn.Module):
         if inputs.dtype != torch.long:
             raise ValueError(f"{name} must be {expected}; got dtype {inputs.dtype}")
         if self.validate and inputs.numel():
-            lo, hi = int(inputs.min()), int(inputs.max())
+            lo, hi = _RANGES.get(inputs, lambda: (int(inputs.min()), int(inputs.max())))
             if lo < 0 or hi >= self.size:
                 what = "feature indices" if self.kind == "num_features" else "word indices"
                 raise ValueError(

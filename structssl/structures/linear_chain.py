@@ -25,6 +25,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from structssl.memo import TensorMemo
 from structssl.semirings import Log, Semiring, SmoothMax
 from structssl.structures._chain_factored import (
     ChainPotentials,
@@ -257,29 +258,32 @@ class LinearChain(Structure):
         return (self.valid_mask(lengths, n).view(-1, n, 1, 1),)
 
     def check_labels(self, labels: Tensor, lengths: Tensor, name: str = "labels") -> Tensor:
-        labels, _ = self._position_labels(labels, lengths, name)
-        if self.validate and labels.numel():
-            lo, hi = int(labels.min()), int(labels.max())
+        canonical, _ = self._position_labels(labels, lengths, name)
+        if self.validate and canonical.numel():
+            # kept per labels and lengths tensor: a full batch's chunks come again at every
+            # objective evaluation
+            lo, hi = _LABEL_RANGES.get(
+                labels, lambda: (int(canonical.min()), int(canonical.max())), also=(lengths,))
             if lo < 0 or hi >= self.num_labels:
                 raise ValueError(
                     f"{name} must be in [0, C) = [0, {self.num_labels}) at valid positions; got "
                     f"values in [{lo}, {hi}]"
                 )
-        return labels
+        return canonical
 
     # ------------------------------------------------------------------ dynamic programs
     def _check_values(self, potentials: Potentials, lengths: Tensor) -> Potentials:
         # The dynamic programs below ignore padded positions themselves (per-step masks), so the
         # padding is zeroed (one full pass, by the base class) only when some entry is not
         # finite: -inf masks, or +inf / NaN that must be rejected at valid positions.
+        # the verdict is kept per tensor (a loss checks its potentials, then score and
+        # log_partition check them again)
         if isinstance(potentials, ChainPotentials):
-            # a shared factor is a stride-0 expand: sum its one copy, not B of them
-            sums = torch.stack([_one_copy(x.detach()).sum().to(potentials.emissions.dtype)
-                                for x in potentials])
-            finite = bool(torch.isfinite(sums).all())
+            finite = _FINITE.get(potentials.emissions, lambda: _finite_factors(potentials),
+                                 also=tuple(potentials[1:]))
         else:
             assert isinstance(potentials, Tensor)
-            finite = bool(torch.isfinite(potentials.detach().sum()))
+            finite = _FINITE.get(potentials, lambda: bool(torch.isfinite(potentials.detach().sum())))
         if not self.validate or finite:
             return potentials
         return super()._check_values(potentials, lengths)
@@ -304,9 +308,9 @@ class LinearChain(Structure):
             )
             plan = Plan(lengths)
             with torch.no_grad():
-                emissions_tm = plan.time_major(scaled.emissions.detach())
-            if exp_space_exact(as_detached_chain(scaled), plan, emissions_tm):
-                return temperature * factored_log_partition(scaled, lengths, plan, emissions_tm)
+                emissions_lm = plan.label_major(scaled.emissions.detach())
+            if exp_space_exact(as_detached_chain(scaled), plan, emissions_lm):
+                return temperature * factored_log_partition(scaled, lengths, plan, emissions_lm)
             return self._inside(self._edges(potentials, lengths), lengths, semiring)
         # Max / KMax inside passes (differentiable scores) on the edge layout
         return _inside_loop(self._edges(potentials, lengths), lengths, semiring)
@@ -778,6 +782,20 @@ def _expect_bool(x: Tensor, shape: tuple[int, ...], name: str) -> None:
     if not isinstance(x, Tensor) or x.dtype != torch.bool or tuple(x.shape) != shape:
         got = (x.dtype, tuple(x.shape)) if isinstance(x, Tensor) else type(x).__name__
         raise ValueError(f"{name} must be a bool tensor of shape {shape}; got {got}")
+
+
+#: whether the potentials checked were all finite (see ``LinearChain._check_values``)
+_FINITE: TensorMemo[bool] = TensorMemo()
+#: (min, max) of the labels checked at valid positions (see ``LinearChain.check_labels``)
+_LABEL_RANGES: TensorMemo[tuple[int, int]] = TensorMemo()
+
+
+def _finite_factors(potentials: ChainPotentials) -> bool:
+    """Whether every entry of the four factors is finite (one synchronisation)."""
+    # a shared factor is a stride-0 expand: sum its one copy, not B of them
+    sums = torch.stack([_one_copy(x.detach()).sum().to(potentials.emissions.dtype)
+                        for x in potentials])
+    return bool(torch.isfinite(sums).all())
 
 
 def _one_copy(x: Tensor) -> Tensor:

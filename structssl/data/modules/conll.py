@@ -332,19 +332,21 @@ class CoNLLDataModule(SemiSupervisedDataModule):
 
     def _chunk_loader(self, examples: list[Example]) -> DataLoader:
         """One step holding the whole split as length-sorted chunks of at most
-        ``max_chunk_positions`` padded positions (a list of batches)."""
+        ``max_chunk_positions`` padded positions (a list of batches), collated once: every
+        epoch gets the same tensors, so what is derived from them (sparse layouts, checked
+        ranges: :mod:`structssl.memo`) is built once per fit, not once per epoch."""
         # several processes: each rank evaluates the chunks of its shard (no example
         # repeated); the closure sums the shards' objectives and gradients over the ranks
         shard = self._shard_sampler(len(examples), None, False)
         if shard is not None:
             examples = [examples[i] for i in shard]
-        chunks = length_chunks(examples, self.max_chunk_positions)
+        chunks = [self.collate(c) for c in length_chunks(examples, self.max_chunk_positions)]
         return DataLoader(
             _ListDataset([chunks]),  # one step: the whole split, chunk by chunk
             batch_size=1,
             # every rank its own single step (not Lightning's sampler over ranks)
             sampler=None if shard is None else ShardSampler(1, 1, 0, False, 0, False),
-            collate_fn=lambda items: [self.collate(chunk) for chunk in items[0]],
+            collate_fn=lambda items: items[0],
         )
 
     def _loader(
