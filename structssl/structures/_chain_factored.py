@@ -511,12 +511,11 @@ class _Forward(NamedTuple):
 def _exp_forward(u: Tensor, transitions: Tensor, start: Tensor, end: Tensor, plan: Plan,
                  shared: bool) -> _Forward:
     """Forward recursion in exp space on sorted inputs, ``u`` the label-major (n, C, B)
-    emissions (see the module docstring)."""
+    emissions (see the module docstring), overwritten: it becomes the returned ``ex``."""
     n, c, b = u.shape
-    u = u.clone()  # the caller's label-major copy is reused by nobody else, but stay safe
     u[0] += start.t()
     top = u.amax(dim=1, keepdim=True)  # (n, 1, B); 0 at padding (zeroed emissions)
-    ex = (u - top).exp_()
+    ex = u.sub_(top).exp_()
     if shared:
         t_max = transitions[0].max()
         weights = (transitions[0] - t_max).exp()  # (C, C)
@@ -559,9 +558,12 @@ def _exp_backward(fwd: _Forward, plan: Plan, shared: bool, grad: Tensor,
         denom = ratio[:-1] * norm[:-1]
         denom = torch.where(denom > 0, denom, 1.0)
         right = (ex[1:] * beta[1:]).div_(denom).mul_(g)  # (n-1, C, B), 0 past each length
-        # both as contiguous (B, C, n-1): a bmm of strided operands copies per example
-        left = alpha[:-1].permute(2, 1, 0).contiguous()
-        counts = torch.bmm(left, right.permute(2, 1, 0).contiguous().transpose(1, 2))  # (B, C, C)
+        # both time major, (n-1, B, C) contiguous (a transpose of each step's small matrix):
+        # per example a (C, n-1) and an (n-1, C) matrix with unit strides, which bmm reads in
+        # place; on the label-major layout it copied each example's matrices
+        left = alpha[:-1].transpose(1, 2).contiguous()
+        right = right.transpose(1, 2).contiguous()
+        counts = torch.bmm(left.permute(1, 2, 0), right.transpose(0, 1))  # (B, C, C)
         counts.mul_(weights)
     elif need_transitions:
         counts = ex.new_zeros(b, c, c)
@@ -609,7 +611,8 @@ class _FactoredLogPartition(torch.autograd.Function):
 
 def factored_log_partition(potentials: ChainPotentials, lengths: Tensor, plan: Plan,
                            emissions_lm: Tensor) -> Tensor:
-    """log Z (B,) by the exp-space recursion (the caller checked :func:`exp_space_exact`)."""
+    """log Z (B,) by the exp-space recursion (the caller checked :func:`exp_space_exact`);
+    ``emissions_lm``, the emissions as :meth:`Plan.label_major` gave them, is overwritten."""
     shared = shared_transitions(potentials.transitions)
     return _FactoredLogPartition.apply(
         potentials.emissions, potentials.transitions, potentials.start, potentials.end, lengths,
