@@ -20,7 +20,7 @@ from typing import Any, Callable, Generic, TypeVar
 from torch import Tensor
 from torch.utils.weak import WeakTensorKeyDictionary
 
-__all__ = ["TensorMemo", "stamp"]
+__all__ = ["TensorMemo", "stamp", "value_range"]
 
 T = TypeVar("T")
 
@@ -34,10 +34,11 @@ def stamp(x: Tensor) -> tuple[Any, ...]:
 class TensorMemo(Generic[T]):
     """A value per tensor, kept while the tensor (and every tensor in ``also``) is unchanged.
 
-    Example::
+    Example (the chain's finiteness verdict, which also reads the other factors)::
 
-        _RANGES: TensorMemo[tuple[int, int]] = TensorMemo()
-        lo, hi = _RANGES.get(indices, lambda: (int(indices.min()), int(indices.max())))
+        _FINITE: TensorMemo[bool] = TensorMemo()
+        finite = _FINITE.get(emissions, lambda: check(emissions, transitions),
+                             also=(transitions,))
     """
 
     def __init__(self) -> None:
@@ -58,3 +59,13 @@ class TensorMemo(Generic[T]):
         value = make()
         self._store[key] = (now, tuple(weakref.ref(x) for x in also), value)
         return value
+
+
+_RANGES: TensorMemo[tuple[int, int]] = TensorMemo()
+
+
+def value_range(x: Tensor) -> tuple[int, int]:
+    """``(min, max)`` of a non-empty integer tensor, kept while it lives unchanged (the range
+    checks of feature indices and lengths: a full batch's chunks come again at every objective
+    evaluation)."""
+    return _RANGES.get(x, lambda: (int(x.min()), int(x.max())))

@@ -55,7 +55,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from structssl.memo import TensorMemo
+
+from structssl.memo import TensorMemo, value_range
 from structssl.structures.base import positive_int
 
 __all__ = [
@@ -142,8 +143,6 @@ class SparseLayout:
 #: layouts of the index tensors seen, held while the tensor lives unchanged (a full batch's
 #: chunks are evaluated many times per L-BFGS step)
 _LAYOUTS: TensorMemo[SparseLayout] = TensorMemo()
-#: (min, max) of the index tensors checked (the same chunks again at every evaluation)
-_RANGES: TensorMemo[tuple[int, int]] = TensorMemo()
 
 
 def sparse_layout(indices: Tensor) -> SparseLayout:
@@ -454,7 +453,7 @@ class LinearInputs(nn.Module):
         if inputs.dtype != torch.long:
             raise ValueError(f"{name} must be {expected}; got dtype {inputs.dtype}")
         if self.validate and inputs.numel():
-            lo, hi = _RANGES.get(inputs, lambda: (int(inputs.min()), int(inputs.max())))
+            lo, hi = value_range(inputs)
             if lo < 0 or hi >= self.size:
                 what = "feature indices" if self.kind == "num_features" else "word indices"
                 raise ValueError(

@@ -166,18 +166,6 @@ class Plan:
         """Inverse of :meth:`sort`."""
         return x if self.inverse is None else x.index_select(0, self.inverse)
 
-    def valid(self) -> Tensor:
-        """(n, B, 1) bool, time major sorted: ``t < lengths``."""
-        t = torch.arange(self.n, device=self.lengths.device).view(-1, 1, 1)
-        return t < self.lengths.view(1, -1, 1)
-
-    def time_major(self, emissions: Tensor) -> Tensor:
-        """(B, N, C) -> (n, B, C) sorted, time major, contiguous, padding set to 0."""
-        x = self.sort(emissions[:, : self.n]).transpose(0, 1)
-        if self.ragged:
-            return torch.where(self.valid(), x, x.new_zeros(()))
-        return x.clone(memory_format=torch.contiguous_format)  # a copy even when contiguous
-
     def label_major(self, emissions: Tensor) -> Tensor:
         """(B, N, C) -> (n, C, B) sorted, label major, contiguous, padding set to 0: each
         step's (C, B) matrix holds one row of B values per label, so that a step's product
@@ -512,7 +500,7 @@ def _exp_forward(u: Tensor, transitions: Tensor, start: Tensor, end: Tensor, pla
                  shared: bool) -> _Forward:
     """Forward recursion in exp space on sorted inputs, ``u`` the label-major (n, C, B)
     emissions (see the module docstring), overwritten: it becomes the returned ``ex``."""
-    n, c, b = u.shape
+    b = u.shape[2]
     u[0] += start.t()
     top = u.amax(dim=1, keepdim=True)  # (n, 1, B); 0 at padding (zeroed emissions)
     ex = u.sub_(top).exp_()
@@ -622,8 +610,8 @@ def factored_log_partition(potentials: ChainPotentials, lengths: Tensor, plan: P
 
 # ---------------------------------------------------------------------- decoders
 def _decoder_inputs(potentials: ChainPotentials, plan: Plan) -> tuple[Tensor, Tensor, bool, Tensor]:
-    u = plan.time_major(potentials.emissions)
-    u[0] += plan.sort(potentials.start)
+    u = plan.label_major(potentials.emissions)  # (n, C, B)
+    u[0] += plan.sort(potentials.start).t()
     shared = shared_transitions(potentials.transitions)
     trans = potentials.transitions[0] if shared else plan.sort(potentials.transitions)
     return u, trans, shared, plan.sort(potentials.end)
@@ -650,9 +638,9 @@ def factored_viterbi(potentials: ChainPotentials, plan: Plan, n_total: int) -> T
     with indices per step instead (:func:`_viterbi_pointers`, fewer operations).
     """
     u, trans, shared, end = _decoder_inputs(potentials, plan)
-    _, b, c = u.shape
+    _, c, b = u.shape
     decode = _viterbi_pointers if c * c * b <= SMALL_STEP else _viterbi_lazy
-    out = plan.unsort(decode(u.permute(0, 2, 1).contiguous(), trans, shared, end, plan))
+    out = plan.unsort(decode(u, trans, shared, end, plan))
     if plan.ragged:  # past each length the label is the example's last one: zero it
         out = torch.where(_valid_bn(lengths_of(plan), plan.n), out, 0)
     return _pad_labels(out, n_total)
@@ -770,7 +758,7 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     :meth:`LinearChain.kbest` re-scores the returned labels in the input dtype.
     """
     u, trans, shared, end = _decoder_inputs(potentials, plan)
-    n, b, c = u.shape
+    n, c, b = u.shape
     dev = u.device
     shift = k.bit_length()  # ranks per list in the key buffer: 2**shift > k (a -inf pad at rank k)
     width = 1 << shift
@@ -894,7 +882,8 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
 
 def _kbest_inputs(u: Tensor, trans: Tensor, shared: bool, end: Tensor, n: int
                   ) -> tuple[Tensor, Tensor, Tensor, float]:
-    """float64 inputs of :func:`factored_kbest` with -inf replaced by a finite ``-sentinel``.
+    """float64 inputs of :func:`factored_kbest` (``u``: the label-major emissions (n, C, B),
+    start folded in) with -inf replaced by a finite ``-sentinel``.
 
     Returns time-major label-major emissions (n, C, B) (start folded in), transitions as
     (C_prev, 1, C_next, 1) (shared) or (C_prev, 1, C_next, B), end (B, C) and the sentinel. A
@@ -907,10 +896,9 @@ def _kbest_inputs(u: Tensor, trans: Tensor, shared: bool, end: Tensor, n: int
     """
     sentinel = math.ldexp(1.0, 1020 - (2 * n + 2).bit_length())
     f64 = torch.float64
-    ut = torch.empty(u.shape[0], u.shape[2], u.shape[1], dtype=f64, device=u.device)  # one allocation
-    torch.nan_to_num_(ut.copy_(u.permute(0, 2, 1)), neginf=-sentinel)
+    ut = torch.nan_to_num_(u.to(f64, copy=True), neginf=-sentinel)
     t64 = torch.nan_to_num(trans.to(f64), neginf=-sentinel)
-    c = u.shape[-1]
+    c = u.shape[1]
     outer = t64.view(c, 1, c, 1) if shared else t64.permute(1, 2, 0).unsqueeze(1).contiguous()
     end64 = torch.nan_to_num(end.to(f64), neginf=-sentinel)
     if u.dtype == f64:

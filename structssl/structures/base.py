@@ -24,7 +24,7 @@ from typing import Literal, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from structssl.memo import TensorMemo
+from structssl.memo import value_range
 from structssl.semirings import LOG_ZERO, KMax, Log, Max, Semiring, SmoothMax
 
 Potentials = Union[Tensor, tuple[Tensor, ...]]
@@ -113,11 +113,6 @@ def _batch_dot(a: Potentials, b: Potentials) -> Tensor:
         total = term if total is None else total + term
     assert total is not None
     return total
-
-
-#: (min, max) of the lengths checked (a batch's lengths pass several entry points per
-#: objective evaluation, and a full batch's chunks come again at every evaluation)
-_RANGES: TensorMemo[tuple[int, int]] = TensorMemo()
 
 
 class Structure:
@@ -378,7 +373,7 @@ class Structure:
         if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
             raise ValueError(f"lengths must have an integer dtype; got {lengths.dtype}")
         if self.validate:
-            lo, hi = _RANGES.get(lengths, lambda: (int(lengths.min()), int(lengths.max())))
+            lo, hi = value_range(lengths)
             if lo < 1 or hi > max_length:
                 raise ValueError(
                     f"lengths must be in [1, N] = [1, {max_length}] (N from the potentials); got "
