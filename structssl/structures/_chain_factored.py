@@ -687,18 +687,65 @@ def _backtrack(final: Tensor, end: Tensor, plan: Plan, pointer: Callable[[int, T
 
 
 def _viterbi_pointers(ut: Tensor, trans: Tensor, shared: bool, end: Tensor, plan: Plan) -> Tensor:
-    """Sorted best labels (B, n) with a backpointer per label and step (one max with indices
-    over the previous label)."""
-    pointers: list[Tensor] = [ut[0]]  # per step (C_next, k); index 0 unused
+    """Sorted best labels (B, n) with a backpointer per label and step: the path of tiny steps
+    (``C^2 B <= SMALL_STEP``, e.g. B = 1), where an operation's cost is its call, not its size.
 
-    def step(alpha: Tensor, cand: Tensor) -> Tensor:
-        best, arg = cand.max(dim=0)
+    Every step's candidates ``T[i, j] + u_t[j]`` are summed before the loop (one operation),
+    and the max-plus vector alternates between a column (C, 1, k) and a row (1, C, k), so
+    that a step is one add and one max with indices over the step's candidates, their
+    transposed view on odd steps (no reshape). On a CPU the backpointers are followed in numpy
+    (an indexing of a few labels costs a tenth of a torch gather's call); elsewhere one gather
+    per step.
+    """
+    n, c, b = ut.shape
+    sizes = plan.batch_sizes
+    outer = trans.unsqueeze(2) if shared else trans.permute(1, 2, 0)  # (C_prev, C_next, 1 or B)
+    cand = outer.unsqueeze(0) + ut.unsqueeze(1)  # (n, C_prev, C_next, B): step t's T + u_t
+    even, odd = cand.unbind(0), cand.transpose(1, 2).unbind(0)  # odd: (C_next, C_prev, B)
+    alpha = ut[0].unsqueeze(1)  # (C, 1, k) on odd t - 1, (1, C, k) on even
+    finals = []  # (C, examples that end here) per step, in sorted order
+    pointers: list[Tensor] = [ut[0]]  # per step, (C_next, k) once reshaped; index 0 unused
+    for t in range(1, n):
+        k = sizes[t]
+        if k < alpha.shape[2]:
+            finals.append(alpha[..., k:].reshape(c, -1))
+            alpha = alpha[..., :k]
+        if t % 2:  # column in: the max over the previous label is over dim 0
+            step = even[t] if k == b else even[t][..., :k]
+            alpha, arg = torch.max(alpha + step, dim=0, keepdim=True)
+        else:  # row in: over dim 1 of the transposed candidates
+            step = odd[t] if k == b else odd[t][..., :k]
+            alpha, arg = torch.max(alpha + step, dim=1, keepdim=True)
         pointers.append(arg)
-        return best
-
-    final = _viterbi_forward(ut, trans, shared, plan, step)
+    finals.append(alpha.reshape(c, -1))
+    final = torch.cat(finals[::-1], dim=1).t() if len(finals) > 1 else finals[0].t()  # (B, C)
+    if ut.device.type == "cpu":
+        return _backtrack_host(final, end, plan, pointers)
     return _backtrack(final, end, plan,
-                      lambda t, labels: pointers[t].gather(0, labels.unsqueeze(0))[0])
+                      lambda t, labels: pointers[t].reshape(c, -1).gather(0, labels.unsqueeze(0))[0])
+
+
+def _backtrack_host(final: Tensor, end: Tensor, plan: Plan, pointers: list[Tensor]) -> Tensor:
+    """:func:`_backtrack` in numpy for CPU tensors: ``pointers[t]`` holds (C_next, k_t)
+    entries (any shape of that size) naming the label at ``t - 1``."""
+    import numpy as np
+
+    b, c = final.shape
+    sizes = plan.batch_sizes
+    path = np.empty((plan.n, b), dtype=np.int64)
+    current = (final + end).argmax(dim=1).numpy()  # (B,) label at each example's last position
+    cols = np.arange(b)
+    for t in range(plan.n - 1, 0, -1):
+        path[t] = current
+        k = sizes[t]
+        back = pointers[t].numpy().reshape(c, k)
+        if k == b:
+            current = back[current, cols]
+        else:
+            current = current.copy()
+            current[:k] = back[current[:k], cols[:k]]
+    path[0] = current
+    return torch.from_numpy(path.T.copy())
 
 
 def _viterbi_lazy(ut: Tensor, trans: Tensor, shared: bool, end: Tensor, plan: Plan) -> Tensor:
