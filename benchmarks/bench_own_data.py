@@ -207,7 +207,7 @@ def _per_evaluation(
     data.setup("fit")
     sizes = data.model_sizes()
     chunks = [data.collate(c)
-              for c in length_chunks(data.splits["labeled"], data.max_chunk_positions)]
+              for c in length_chunks(data.splits["labeled"], data.chunk_positions())]
     total = sum(int(c["inputs"].shape[0]) for c in chunks)
 
     def build(factored: bool, init_std: float = 0.01) -> SupervisedModule:

@@ -247,6 +247,32 @@ def test_full_batch_that_cannot_be_padded_is_refused(tmp_path: Path) -> None:
         dm.train_dataloader()
 
 
+def test_default_chunk_size_follows_the_tag_count(tmp_path: Path) -> None:
+    """Few tags: long chunks (fewer sequential steps); many tags: the chunk's (positions, C, C)
+    edge tensor stays bounded; a given ``max_chunk_positions`` wins; the chunk loader uses it."""
+    from structssl.data.modules.conll import (
+        CHUNK_EDGE_BUDGET, MAX_CHUNK_POSITIONS, MIN_CHUNK_POSITIONS, default_chunk_positions,
+    )
+
+    assert default_chunk_positions(9) == MAX_CHUNK_POSITIONS
+    assert default_chunk_positions(45) == MIN_CHUNK_POSITIONS
+    assert default_chunk_positions(15) == CHUNK_EDGE_BUDGET // 15**2
+    sizes = [default_chunk_positions(c) for c in range(1, 60)]
+    assert sizes == sorted(sizes, reverse=True)
+    dm = _tagged_and_untagged(tmp_path, 0)
+    assert len(dm.tags) == 5 and dm.chunk_positions() == MAX_CHUNK_POSITIONS
+    given = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), max_chunk_positions=30,
+                            batch_size=None)
+    assert given.chunk_positions() == 30
+    given.setup("fit")
+    with mock.patch.object(CoNLLDataModule, "_wants_chunks", return_value=True):
+        chunks = next(iter(given.train_dataloader().iterables["labeled"]))
+    assert len(chunks) > 1
+    assert all(c["inputs"].shape[0] * c["inputs"].shape[1] <= 30 for c in chunks)
+    with pytest.raises(ValueError, match="max_chunk_positions"):
+        CoNLLDataModule(train_file=str(tmp_path / "t.conll"), max_chunk_positions=0)
+
+
 def test_chunked_full_batch_equals_one_batch(tmp_path: Path) -> None:
     """SupervisedModule's chunk-by-chunk objective and gradient equal the padded batch's."""
     from structssl.data import length_chunks

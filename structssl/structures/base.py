@@ -441,8 +441,10 @@ class Structure:
             return self._marginals(potentials, lengths, create_graph)
 
     def _marginals(self, potentials: Potentials, lengths: Tensor, create_graph: bool) -> Potentials:
+        # the gradient of each input is read: a view of its own when the graph is kept (a
+        # structure may send an expansion in the graph its gradient summed over the batch)
         inputs = tuple(
-            x if x.requires_grad and create_graph else x.detach().requires_grad_()
+            x.view_as(x) if x.requires_grad and create_graph else x.detach().requires_grad_()
             for x in as_tuple(potentials)
         )
         log_z = self._inside(like(potentials, inputs), lengths, Log())

@@ -618,9 +618,10 @@ class StructuredModule(pl.LightningModule):
             return constraints
         from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
-        from structssl.data.modules.conll import MAX_CHUNK_POSITIONS, length_chunks
+        from structssl.data.modules.conll import MIN_CHUNK_POSITIONS, length_chunks
 
-        positions = getattr(dm, "max_chunk_positions", MAX_CHUNK_POSITIONS)
+        chunk_positions = getattr(dm, "chunk_positions", None)
+        positions = chunk_positions() if chunk_positions is not None else MIN_CHUNK_POSITIONS
         chunks = [dm.collate(part) for part in length_chunks(examples, positions)]
         if pending:
             constraints = constraints.with_targets_from(
