@@ -6,9 +6,9 @@ Every test writes its own small files; nothing here needs ``../shared``.
 from __future__ import annotations
 
 import random
-from unittest import mock
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
@@ -16,6 +16,7 @@ import torch
 pytest.importorskip("pytorch_lightning")
 
 from fit_configs import QUIET, constrained_fit_config  # noqa: E402
+
 from structssl.cli import cli_main  # noqa: E402
 from structssl.cli import main as _main  # noqa: E402
 from structssl.data import CoNLLDataModule  # noqa: E402
@@ -251,7 +252,10 @@ def test_default_chunk_size_follows_the_tag_count(tmp_path: Path) -> None:
     """Few tags: long chunks (fewer sequential steps); many tags: the chunk's (positions, C, C)
     edge tensor stays bounded; a given ``max_chunk_positions`` wins; the chunk loader uses it."""
     from structssl.data.modules.conll import (
-        CHUNK_EDGE_BUDGET, MAX_CHUNK_POSITIONS, MIN_CHUNK_POSITIONS, default_chunk_positions,
+        CHUNK_EDGE_BUDGET,
+        MAX_CHUNK_POSITIONS,
+        MIN_CHUNK_POSITIONS,
+        default_chunk_positions,
     )
 
     assert default_chunk_positions(9) == MAX_CHUNK_POSITIONS
