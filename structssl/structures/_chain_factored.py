@@ -121,6 +121,8 @@ class Plan:
         lengths: (B,) long sorted lengths; ``lengths_list`` the same as Python ints.
         n: steps to run, the longest length.
         batch_sizes: Python ints, ``batch_sizes[t]`` = examples with length > t.
+        padding_runs: ``(start, stop, k)`` per run of steps ``start .. stop - 1`` that only
+            the first ``k < B`` examples reach (where :meth:`label_major` zeroes the rest).
         ragged: some example is shorter than ``n``.
     """
 
@@ -151,8 +153,7 @@ class Plan:
             alive -= counts[t]
             sizes.append(alive)
         self.batch_sizes = sizes
-        # (start, stop, k): the steps start..stop-1 run the first k < B examples alone
-        self.padding_runs = []
+        self.padding_runs: list[tuple[int, int, int]] = []
         for t, k in enumerate(sizes):
             if k < b:
                 if self.padding_runs and self.padding_runs[-1][2] == k:
