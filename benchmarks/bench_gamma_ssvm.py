@@ -9,7 +9,8 @@ Citations (Table 1). CoDL transductive split (``CitationsDataModule(protocol=
 ``citation_train.300`` (N = 300, the same set for every subset); unlabeled = test + dev +
 the first ``--num-unlabeled`` citations of the unlabeled file; per-token accuracy on the test
 split (which is part of the unlabeled data: transductive), averaged over the subsets run.
-Scorer: first-order token HMM (lower-cased token emission + transitions). Methods, all
+Scorer: first-order token HMM (lower-cased token emission + transitions; ``--features rich``:
+the extractor's default templates, as seed 003's runs use). Methods, all
 :class:`~structssl.training.cccp.CCCPModule` (``structssl:`` prefix in the JSON):
 
 * ``sup-noI`` / ``sup-I``: supervised structural SVM (margin-rescaled Hamming hinge, C1; the
@@ -97,6 +98,7 @@ from structssl.training.cccp import CCCPModule  # noqa: E402
 from structssl.training.codl import CoDLModule  # noqa: E402
 
 BENCH = "gamma_ssvm"
+FEATURES = {"hmm": "token HMM", "rich": "the extractor's default templates (features='rich')"}
 PAPER_T1 = {  # seed 000 Table 1, per-token accuracy (%), N = 5, 20, 300
     "sup-noI": (69.4, 79.3, 92.7),
     "gamma-noI": (72.8, 81.4, 92.8),
@@ -235,7 +237,7 @@ def run_citations(args: argparse.Namespace, res: Results) -> None:
         for subset in subsets:
             t0 = time.time()
             dm = CitationsDataModule(num_labeled=N, subset=subset, num_unlabeled=args.num_unlabeled,
-                                     features="hmm", shuffle=False)
+                                     features=args.features, shuffle=False)
             dm.setup("fit")
             dev = chunks(dm, dm.splits["dev"], 100)
             test = chunks(dm, dm.splits["test"], 100)
@@ -333,7 +335,7 @@ def run_citations_qp(args: argparse.Namespace, res: Results) -> None:
         test_acc: list[float] = []
         per_subset: list[dict[str, Any]] = []
         for subset in subsets:
-            dm = CitationsDataModule(num_labeled=N, subset=subset, num_unlabeled=0, features="hmm",
+            dm = CitationsDataModule(num_labeled=N, subset=subset, num_unlabeled=0, features=args.features,
                                      shuffle=False)
             dm.setup("fit")
             labeled = dm.collate(dm.splits["labeled"])
@@ -432,6 +434,8 @@ def main(argv: Optional[list[str]] = None) -> None:
                    help="CCCPModule(keep_best_iterate=...) of the citation models")
     p.add_argument("--num-unlabeled", type=int, default=200, help="from the unlabeled file (paper: 1000)")
     p.add_argument("--search-k", type=int, default=4)
+    p.add_argument("--features", choices=["hmm", "rich"], default="hmm",
+                   help="citations: the token HMM (the paper's stated map) or the extractor's templates")
     p.add_argument("--steps", type=int, default=10, help="full-batch Adam steps per epoch")
     p.add_argument("--sup-epochs", type=int, default=60, help="supervised epochs (citations)")
     p.add_argument("--outer", type=int, default=5, help="CCCP outer iterations at most")
@@ -482,7 +486,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     protocol = (
         f"scaled: citations N in {args.sizes}, CoDL subsets 0..{args.subsets - 1} of 5 (N = 300: one set), "
         f"unlabeled = test + dev + {args.num_unlabeled} of the 1000 unlabeled-file citations, "
-        f"token HMM, C1 grid {args.c1_grid} / C2 grid {args.c2_grid} / mu grid {args.mu_grid} chosen "
+        f"{FEATURES[args.features]}, C1 grid {args.c1_grid} / C2 grid {args.c2_grid} / mu grid {args.mu_grid} chosen "
         f"on dev (subset 0); every model trained through pl.Trainer on the data module (CCCPModule, full "
         f"batches, {args.steps} Adam steps per epoch): supervised {args.sup_epochs} epochs (lr {args.lr}), "
         f"CCCP from the supervised weights, <= {args.outer} outer x {args.inner} epochs (lr {args.cccp_lr}, "
@@ -497,7 +501,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     if args.methods == ["sup-qp"]:
         protocol = (
             f"check of the optimiser, no paper cells: the supervised no-I objective of gamma_ssvm.json "
-            f"(token HMM, 1/2||w||^2 + (C1/N) sum of margin-rescaled Hamming hinges) solved exactly by "
+            f"({FEATURES[args.features]}, 1/2||w||^2 + (C1/N) sum of margin-rescaled Hamming hinges) solved exactly by "
             f"CuttingPlaneSSVM (1-slack, DAQP, epsilon 1e-3), C1 in {args.c1_grid} chosen on dev per "
             f"subset; citations N in {args.sizes}, CoDL subsets "
             f"{args.subset_ids or list(range(args.subsets))} (N = 300: one set)"
