@@ -2,7 +2,8 @@
 
 The 2-process runs are spawned by a subprocess running this file (``python tests/test_ddp.py
 PROCEDURES OUT``), bounded by a timeout (a hang fails the test and its process group is
-killed), with ``Trainer(devices=2, strategy=ddp_spawn)`` on gloo; the 1-process runs train
+killed), with ``Trainer(devices=2, strategy=DDPStrategy(start_method=START_METHOD))`` on gloo
+(``ddp_fork``, or ``ddp_spawn`` where a process cannot fork); the 1-process runs train
 the same model on the same data in the test's own process. float64 throughout
 (``precision="64-true"``); labeled and unlabeled sets of odd sizes, so the two shards differ
 in size.
@@ -10,6 +11,7 @@ in size.
 
 from __future__ import annotations
 
+import multiprocessing
 import subprocess
 import sys
 from datetime import timedelta
@@ -31,6 +33,10 @@ from structssl.data import (  # noqa: E402
 )
 
 TIMEOUT_S = 600  # the 2-process runs of every procedure: about 2 min on 2 idle cores
+#: how the 2 ranks start: forked from the worker, which has imported everything already (a
+#: spawned rank imports torch, Lightning and this file again: 4x the time of these runs);
+#: "spawn" where the platform cannot fork
+START_METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 HERE = Path(__file__).resolve()
 
 pytestmark = [
@@ -243,7 +249,7 @@ def fit(name: str, devices: int, out: str, epochs: Optional[int] = None, ddp: bo
         from pytorch_lightning.strategies import DDPStrategy
 
         strategy = DDPStrategy(
-            start_method="spawn", process_group_backend="gloo", timeout=timedelta(seconds=120)
+            start_method=START_METHOD, process_group_backend="gloo", timeout=timedelta(seconds=120)
         )
     trainer = pl.Trainer(
         accelerator="cpu", devices=devices, strategy=strategy, precision="64-true",
