@@ -3,6 +3,7 @@ process, the repository on ``PYTHONPATH``, killed with its children when it hang
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -12,6 +13,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: how a script's DDP ranks start: forked from the script, which has imported everything
+#: already (a spawned rank imports torch, Lightning and the script again: 4x the time of the
+#: test_ddp runs); "spawn" where the platform cannot fork
+DDP_START_METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 def run_script(script: Path, *args: str, timeout_s: float) -> subprocess.CompletedProcess:

@@ -35,7 +35,7 @@ from structssl.training import (  # noqa: E402
 from structssl.training.checkpointing import LastCheckpoint  # noqa: E402
 from structssl.training.modules import init_options  # noqa: E402
 
-from processes import run_script  # noqa: E402
+from processes import DDP_START_METHOD, run_script  # noqa: E402
 
 pytestmark = [
     # Lightning's advice (workers, sync_dist) and its pytree deprecation: not ours
@@ -271,7 +271,8 @@ def _fit_ranks(devices: int, out: str) -> None:
     strategy: Any = "auto"
     if devices > 1:
         strategy = DDPStrategy(
-            start_method="spawn", process_group_backend="gloo", timeout=timedelta(seconds=120)
+            start_method=DDP_START_METHOD, process_group_backend="gloo",
+            timeout=timedelta(seconds=120),
         )
     trainer = pl.Trainer(
         accelerator="cpu", devices=devices, strategy=strategy, precision="64-true",
@@ -287,7 +288,7 @@ def _fit_ranks(devices: int, out: str) -> None:
 
 
 def test_two_processes_stop_together(tmp_path: Path) -> None:
-    """DDP (2 processes, gloo, spawned by a subprocess running this file): both ranks stop at
+    """DDP (2 processes, gloo, started by a subprocess running this file): both ranks stop at
     the epoch one process stops at, with its weights."""
     if not torch.distributed.is_available():
         pytest.skip("torch.distributed is not available")

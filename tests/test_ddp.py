@@ -1,8 +1,8 @@
 """Several processes (Lightning DDP, CPU, gloo): 2 processes end with 1 process's weights, or refuse.
 
-The 2-process runs are spawned by a subprocess running this file (``python tests/test_ddp.py
+The 2-process runs are started by a subprocess running this file (``python tests/test_ddp.py
 PROCEDURES OUT``), bounded by a timeout (a hang fails the test and its process group is
-killed), with ``Trainer(devices=2, strategy=DDPStrategy(start_method=START_METHOD))`` on gloo
+killed), with ``DDPStrategy(start_method=DDP_START_METHOD)`` on gloo
 (``ddp_fork``, or ``ddp_spawn`` where a process cannot fork); the 1-process runs train
 the same model on the same data in the test's own process. float64 throughout
 (``precision="64-true"``); labeled and unlabeled sets of odd sizes, so the two shards differ
@@ -11,7 +11,6 @@ in size.
 
 from __future__ import annotations
 
-import multiprocessing
 import subprocess
 import sys
 from datetime import timedelta
@@ -25,7 +24,7 @@ pytest.importorskip("pytorch_lightning")
 
 import pytorch_lightning as pl  # noqa: E402
 
-from processes import run_script  # noqa: E402
+from processes import DDP_START_METHOD, run_script  # noqa: E402
 from structssl.data import (  # noqa: E402
     CoNLLDataModule,
     SemiSupervisedDataModule,
@@ -33,10 +32,6 @@ from structssl.data import (  # noqa: E402
 )
 
 TIMEOUT_S = 600  # the 2-process runs of every procedure: about 2 min on 2 idle cores
-#: how the 2 ranks start: forked from the worker, which has imported everything already (a
-#: spawned rank imports torch, Lightning and this file again: 4x the time of these runs);
-#: "spawn" where the platform cannot fork
-START_METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 HERE = Path(__file__).resolve()
 
 pytestmark = [
@@ -249,7 +244,7 @@ def fit(name: str, devices: int, out: str, epochs: Optional[int] = None, ddp: bo
         from pytorch_lightning.strategies import DDPStrategy
 
         strategy = DDPStrategy(
-            start_method=START_METHOD, process_group_backend="gloo", timeout=timedelta(seconds=120)
+            start_method=DDP_START_METHOD, process_group_backend="gloo", timeout=timedelta(seconds=120)
         )
     trainer = pl.Trainer(
         accelerator="cpu", devices=devices, strategy=strategy, precision="64-true",
