@@ -22,6 +22,12 @@ semi-supervised procedures', which keep the ``C`` their base CRF chose in the sa
   instead of the configs' 5 epochs of 20 L-BFGS iterations;
 - ``crfsuite``: sklearn-crfsuite on the labeled sentences with tagger.yaml's features.
 
+With ``--unlabeled-block`` the untagged sentences are one run of consecutive sentences of
+esp.train (a few documents, as a user's untagged file often is; its start drawn by the seed,
+the tagged draw's sentences skipped) instead of a random draw over the whole file: the script
+writes the tagged draw and the block as files and passes them as ``--data.train_file`` and
+``--data.unlabeled_file``, the README's own-data commands exactly.
+
     python benchmarks/bench_ner_ssl.py --quick      # 100 labeled + 2000 unlabeled, 1 seed, 500 test
     python benchmarks/bench_ner_ssl.py --labeled 10 --seeds 0 1 2 3 4 --only supervised clusters
 
@@ -150,12 +156,19 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int, c: float,
         extra.append(f"--model.init_args.{UNLABELED_WEIGHT[name]}={cu}")
     data = args.data / "conll2002"
     with tempfile.TemporaryDirectory() as run_dir:
+        if args.unlabeled_block:  # the tagged draw and the block as the user's own files
+            tagged, untagged = write_block_draw(args, seed, Path(run_dir))
+            draw = [f"--data.train_file={tagged}"]
+            last = [f"--data.unlabeled_file={untagged}"]  # after the configs' own value
+        else:
+            draw = [f"--data.train_file={data / 'esp.train'}",
+                    f"--data.num_labeled={args.labeled}", f"--data.num_unlabeled={args.unlabeled}"]
+            last = []
         argv = [
-            "fit", "--config", str(CONFIGS / config),
-            f"--data.train_file={data / 'esp.train'}", f"--data.dev_file={data / 'esp.testa'}",
-            f"--data.test_file={data / 'esp.testb'}", f"--data.num_labeled={args.labeled}",
-            f"--data.num_unlabeled={args.unlabeled}", f"--data.seed={seed}",
-            f"--seed_everything={seed}", f"--trainer.default_root_dir={run_dir}",
+            "fit", "--config", str(CONFIGS / config), *draw,
+            f"--data.dev_file={data / 'esp.testa'}", f"--data.test_file={data / 'esp.testb'}",
+            f"--data.seed={seed}", f"--seed_everything={seed}",
+            f"--trainer.default_root_dir={run_dir}",
             "--trainer.enable_progress_bar=false", "--trainer.logger=false",
             "--trainer.enable_model_summary=false",
         ]
@@ -166,7 +179,7 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int, c: float,
         if args.max_test:
             argv.append(f"--data.max_test={args.max_test}")
         start = time.perf_counter()
-        cli = cli_main([*argv, *extra])
+        cli = cli_main([*argv, *extra, *last])
         seconds = time.perf_counter() - start
         # test_after_fit scored the best dev checkpoint; its dev score next to it
         test = {k: float(v) for k, v in cli.trainer.callback_metrics.items()
@@ -182,6 +195,37 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int, c: float,
         "test_entity_fraction": 100 * test["test/pred_fraction/entity"],
         "wall_s": seconds,
     }
+
+
+def write_block_draw(args: argparse.Namespace, seed: int, folder: Path) -> tuple[Path, Path]:
+    """``--unlabeled-block``: the labeled draw of ``seed`` (the sentences ``split_pool`` gives
+    the data module, so the draws pair with the random layout's) as ``folder/tagged.conll``,
+    and ``args.unlabeled`` consecutive other sentences of esp.train from a start drawn by the
+    seed as ``folder/untagged.txt``."""
+    from structssl.data.modules.base import split_pool
+    from structssl.data.tagging import TaggingFormat
+
+    path = args.data / "conll2002" / "esp.train"
+    train = TaggingFormat().read_labeled(path)
+    # the file's own lines per sentence (its POS column kept: dev and test have it too)
+    lines = [block.strip("\n") for block in path.read_text(encoding="utf-8").split("\n\n")]
+    lines = [block for block in lines if block]
+    if len(lines) != len(train):
+        raise ValueError(f"{path}: {len(lines)} blank-line separated blocks, {len(train)} sentences")
+    labeled_ids, _ = split_pool(len(train), num_labeled=args.labeled, seed=seed)
+    labeled = set(labeled_ids.tolist())
+    span = args.unlabeled + len(labeled)
+    if span > len(train):
+        raise ValueError(f"--unlabeled {args.unlabeled} + --labeled {args.labeled} exceed the "
+                         f"{len(train)} sentences of esp.train")
+    gen = torch.Generator().manual_seed(seed)
+    start = int(torch.randint(len(train) - span + 1, (1,), generator=gen))
+    block = [i for i in range(start, len(train)) if i not in labeled][: args.unlabeled]
+    tagged, untagged = folder / "tagged.conll", folder / "untagged.txt"
+    tagged.write_text("".join(lines[i] + "\n\n" for i in labeled_ids.tolist()), encoding="utf-8")
+    untagged.write_text("".join(
+        "".join(f"{w}\n" for w in train[i].tokens) + "\n" for i in block), encoding="utf-8")
+    return tagged, untagged
 
 
 def crfsuite_on_draw(args: argparse.Namespace, seed: int) -> dict[str, float]:
@@ -223,6 +267,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--labeled", type=int, default=100)
     p.add_argument("--unlabeled", type=int, default=2000)
+    p.add_argument("--unlabeled-block", action="store_true",
+                   help="the untagged sentences are consecutive sentences of esp.train (a few "
+                        "documents), not a random draw; the draws as files (module docstring)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--c-grid", type=float, nargs="+", default=list(C_GRID),
                    help="labeled weights C chosen from on dev, per method and draw")
@@ -300,7 +347,8 @@ def collect(rows: dict[str, list[dict[str, float]]],
     """The JSON header and records of the draws in ``rows`` (method -> per-draw results with
     their ``seed``, in draw order): means, sd and per-draw values of every metric, and the gain
     over ``supervised`` on the draws both ran."""
-    task = f"conll2002-esp/labeled={args.labeled},unlabeled={args.unlabeled}"
+    task = (f"conll2002-esp/labeled={args.labeled},unlabeled={args.unlabeled}"
+            + (",block" if args.unlabeled_block else ""))
     records: list[dict[str, Any]] = []
     base = {r["seed"]: r for r in rows.get("supervised", [])}
     for name, runs in rows.items():
@@ -335,7 +383,10 @@ def collect(rows: dict[str, list[dict[str, float]]],
             ))
     head = header(torch.device("cpu"), "quick" if args.quick else "full", protocol=(
         f"CoNLL-2002 Spanish, {args.labeled} labeled + {args.unlabeled} unlabeled sentences of "
-        f"esp.train (seeded draws {args.seeds}), dev esp.testa (max {args.max_dev}), test "
+        f"esp.train (seeded draws {args.seeds}"
+        + ("; the unlabeled ones consecutive, from a start drawn by the seed, the draws "
+           "written as files: --data.train_file / --data.unlabeled_file" if args.unlabeled_block
+           else "") + f"), dev esp.testa (max {args.max_dev}), test "
         f"esp.testb (max {args.max_test}); each method's config run through structssl fit, "
         f"best dev checkpoint; the labeled weight C of every method chosen on dev from {args.c_grid} "
         "per draw (the semi-supervised procedures: their base CRF's C of the same draw"
