@@ -26,7 +26,8 @@ With ``--unlabeled-block`` the untagged sentences are one run of consecutive sen
 esp.train (a few documents, as a user's untagged file often is; its start drawn by the seed,
 the tagged draw's sentences skipped) instead of a random draw over the whole file: the script
 writes the tagged draw and the block as files and passes them as ``--data.train_file`` and
-``--data.unlabeled_file``, the README's own-data commands exactly.
+``--data.unlabeled_file``, the README's own-data commands exactly. ``--labeled-block`` (with
+it) draws the tagged sentences as consecutive sentences too, from another start.
 
     python benchmarks/bench_ner_ssl.py --quick      # 100 labeled + 2000 unlabeled, 1 seed, 500 test
     python benchmarks/bench_ner_ssl.py --labeled 10 --seeds 0 1 2 3 4 --only supervised clusters
@@ -199,9 +200,10 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int, c: float,
 
 def write_block_draw(args: argparse.Namespace, seed: int, folder: Path) -> tuple[Path, Path]:
     """``--unlabeled-block``: the labeled draw of ``seed`` (the sentences ``split_pool`` gives
-    the data module, so the draws pair with the random layout's) as ``folder/tagged.conll``,
-    and ``args.unlabeled`` consecutive other sentences of esp.train from a start drawn by the
-    seed as ``folder/untagged.txt``."""
+    the data module, so the draws pair with the random layout's; with ``--labeled-block``
+    ``args.labeled`` consecutive sentences from a start drawn by the seed) as
+    ``folder/tagged.conll``, and ``args.unlabeled`` consecutive other sentences of esp.train
+    from a start drawn by the seed as ``folder/untagged.txt``."""
     from structssl.data.modules.base import split_pool
     from structssl.data.tagging import TaggingFormat
 
@@ -212,14 +214,18 @@ def write_block_draw(args: argparse.Namespace, seed: int, folder: Path) -> tuple
     lines = [block for block in lines if block]
     if len(lines) != len(train):
         raise ValueError(f"{path}: {len(lines)} blank-line separated blocks, {len(train)} sentences")
-    labeled_ids, _ = split_pool(len(train), num_labeled=args.labeled, seed=seed)
-    labeled = set(labeled_ids.tolist())
-    span = args.unlabeled + len(labeled)
+    span = args.unlabeled + args.labeled
     if span > len(train):
         raise ValueError(f"--unlabeled {args.unlabeled} + --labeled {args.labeled} exceed the "
                          f"{len(train)} sentences of esp.train")
     gen = torch.Generator().manual_seed(seed)
     start = int(torch.randint(len(train) - span + 1, (1,), generator=gen))
+    if args.labeled_block:
+        first = int(torch.randint(len(train) - args.labeled + 1, (1,), generator=gen))
+        labeled_ids = torch.arange(first, first + args.labeled)
+    else:
+        labeled_ids, _ = split_pool(len(train), num_labeled=args.labeled, seed=seed)
+    labeled = set(labeled_ids.tolist())
     block = [i for i in range(start, len(train)) if i not in labeled][: args.unlabeled]
     tagged, untagged = folder / "tagged.conll", folder / "untagged.txt"
     tagged.write_text("".join(lines[i] + "\n\n" for i in labeled_ids.tolist()), encoding="utf-8")
@@ -270,6 +276,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--unlabeled-block", action="store_true",
                    help="the untagged sentences are consecutive sentences of esp.train (a few "
                         "documents), not a random draw; the draws as files (module docstring)")
+    p.add_argument("--labeled-block", action="store_true",
+                   help="with --unlabeled-block: the tagged sentences consecutive too")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--c-grid", type=float, nargs="+", default=list(C_GRID),
                    help="labeled weights C chosen from on dev, per method and draw")
@@ -289,6 +297,11 @@ def main(argv: list[str] | None = None) -> None:
                    help="keep the other methods' draws already in the output JSON (a method "
                         "run now replaces its own)")
     args = p.parse_args(argv)
+    if args.labeled_block and not args.unlabeled_block:
+        p.error("--labeled-block needs --unlabeled-block (the draws written as files)")
+    if args.labeled_block and "crfsuite" in (args.only or ["crfsuite"]):
+        p.error("--labeled-block: the crfsuite peer trains on split_pool's draw; leave it out "
+                "with --only")
     if args.quick:
         args.seeds = args.seeds[:1] if args.seeds != [0, 1, 2, 3, 4] else [0]
         args.max_dev = args.max_dev or 300
@@ -348,7 +361,8 @@ def collect(rows: dict[str, list[dict[str, float]]],
     their ``seed``, in draw order): means, sd and per-draw values of every metric, and the gain
     over ``supervised`` on the draws both ran."""
     task = (f"conll2002-esp/labeled={args.labeled},unlabeled={args.unlabeled}"
-            + (",block" if args.unlabeled_block else ""))
+            + (",block" if args.unlabeled_block else "")
+            + (",labeled-block" if args.labeled_block else ""))
     records: list[dict[str, Any]] = []
     base = {r["seed"]: r for r in rows.get("supervised", [])}
     for name, runs in rows.items():
@@ -386,7 +400,8 @@ def collect(rows: dict[str, list[dict[str, float]]],
         f"esp.train (seeded draws {args.seeds}"
         + ("; the unlabeled ones consecutive, from a start drawn by the seed, the draws "
            "written as files: --data.train_file / --data.unlabeled_file" if args.unlabeled_block
-           else "") + f"), dev esp.testa (max {args.max_dev}), test "
+           else "")
+        + ("; the labeled ones consecutive too, from another start" if args.labeled_block else "") + f"), dev esp.testa (max {args.max_dev}), test "
         f"esp.testb (max {args.max_test}); each method's config run through structssl fit, "
         f"best dev checkpoint; the labeled weight C of every method chosen on dev from {args.c_grid} "
         "per draw (the semi-supervised procedures: their base CRF's C of the same draw"
