@@ -401,7 +401,8 @@ def collect(rows: dict[str, list[dict[str, float]]],
         + ("; the unlabeled ones consecutive, from a start drawn by the seed, the draws "
            "written as files: --data.train_file / --data.unlabeled_file" if args.unlabeled_block
            else "")
-        + ("; the labeled ones consecutive too, from another start" if args.labeled_block else "") + f"), dev esp.testa (max {args.max_dev}), test "
+        + ("; the labeled ones consecutive too, from another start" if args.labeled_block else "")
+        + f"), dev esp.testa (max {args.max_dev}), test "
         f"esp.testb (max {args.max_test}); each method's config run through structssl fit, "
         f"best dev checkpoint; the labeled weight C of every method chosen on dev from {args.c_grid} "
         "per draw (the semi-supervised procedures: their base CRF's C of the same draw"
