@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,19 @@ ROOT = Path(__file__).resolve().parents[1]
 #: already (a spawned rank imports torch, Lightning and the script again: 4x the time of the
 #: test_ddp runs); "spawn" where the platform cannot fork
 DDP_START_METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def cpu_ddp_strategy() -> Any:
+    """The DDP strategy of the 2-process test scripts: ranks started by
+    :data:`DDP_START_METHOD`, gloo, a 120 s collective timeout (a hang fails, not blocks)."""
+    from datetime import timedelta
+
+    from pytorch_lightning.strategies import DDPStrategy
+
+    return DDPStrategy(
+        start_method=DDP_START_METHOD, process_group_backend="gloo",
+        timeout=timedelta(seconds=120),
+    )
 
 
 def run_script(script: Path, *args: str, timeout_s: float) -> subprocess.CompletedProcess:

@@ -35,7 +35,7 @@ from structssl.training import (  # noqa: E402
 from structssl.training.checkpointing import LastCheckpoint  # noqa: E402
 from structssl.training.modules import init_options  # noqa: E402
 
-from processes import DDP_START_METHOD, run_script  # noqa: E402
+from processes import cpu_ddp_strategy, run_script  # noqa: E402
 
 pytestmark = [
     # Lightning's advice (workers, sync_dist) and its pytree deprecation: not ours
@@ -263,17 +263,10 @@ class _SaveStop(pl.Callback):
 
 def _fit_ranks(devices: int, out: str) -> None:
     """The supervised fit of :func:`test_two_processes_stop_together` on ``devices`` processes."""
-    from datetime import timedelta
-
-    from pytorch_lightning.strategies import DDPStrategy
-
     torch.set_num_threads(1)
     strategy: Any = "auto"
     if devices > 1:
-        strategy = DDPStrategy(
-            start_method=DDP_START_METHOD, process_group_backend="gloo",
-            timeout=timedelta(seconds=120),
-        )
+        strategy = cpu_ddp_strategy()
     trainer = pl.Trainer(
         accelerator="cpu", devices=devices, strategy=strategy, precision="64-true",
         max_epochs=CAP, logger=False, enable_checkpointing=False, enable_progress_bar=False,

@@ -2,9 +2,9 @@
 
 The 2-process runs are started by a subprocess running this file (``python tests/test_ddp.py
 PROCEDURES OUT``), bounded by a timeout (a hang fails the test and its process group is
-killed), with ``DDPStrategy(start_method=DDP_START_METHOD)`` on gloo
-(``ddp_fork``, or ``ddp_spawn`` where a process cannot fork); the 1-process runs train
-the same model on the same data in the test's own process. float64 throughout
+killed), with ``processes.cpu_ddp_strategy()`` on gloo (``ddp_fork``, or ``ddp_spawn``
+where a process cannot fork); the 1-process runs train the same model on the same data in
+the test's own process. float64 throughout
 (``precision="64-true"``); labeled and unlabeled sets of odd sizes, so the two shards differ
 in size.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Optional
 
@@ -24,7 +23,7 @@ pytest.importorskip("pytorch_lightning")
 
 import pytorch_lightning as pl  # noqa: E402
 
-from processes import DDP_START_METHOD, run_script  # noqa: E402
+from processes import cpu_ddp_strategy, run_script  # noqa: E402
 from structssl.data import (  # noqa: E402
     CoNLLDataModule,
     SemiSupervisedDataModule,
@@ -241,11 +240,7 @@ def fit(name: str, devices: int, out: str, epochs: Optional[int] = None, ddp: bo
     model, data, callbacks = build(name, Path(out))
     strategy: Any = "auto"
     if devices > 1 or ddp:
-        from pytorch_lightning.strategies import DDPStrategy
-
-        strategy = DDPStrategy(
-            start_method=DDP_START_METHOD, process_group_backend="gloo", timeout=timedelta(seconds=120)
-        )
+        strategy = cpu_ddp_strategy()
     trainer = pl.Trainer(
         accelerator="cpu", devices=devices, strategy=strategy, precision="64-true",
         max_epochs=epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
