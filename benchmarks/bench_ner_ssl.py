@@ -41,6 +41,7 @@ and the wall time. Needs ``$STRUCTSSL_DATA/conll2002`` (default ``../shared/data
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -198,6 +199,21 @@ def fit_and_test(name: str, args: argparse.Namespace, seed: int, c: float,
     }
 
 
+@functools.lru_cache(maxsize=1)
+def _train_sentences(path: Path) -> tuple[list[str], list[Any]]:
+    """esp.train's lines per sentence (its POS column kept: dev and test have it too) and its
+    sentences as the data module reads them (the pool ``split_pool`` indexes), read once for
+    every fit of a run."""
+    from structssl.data.tagging import TaggingFormat
+
+    train = TaggingFormat().read_labeled(path)
+    lines = [block.strip("\n") for block in path.read_text(encoding="utf-8").split("\n\n")]
+    lines = [block for block in lines if block]
+    if len(lines) != len(train):
+        raise ValueError(f"{path}: {len(lines)} blank-line separated blocks, {len(train)} sentences")
+    return lines, train
+
+
 def write_block_draw(args: argparse.Namespace, seed: int, folder: Path) -> tuple[Path, Path]:
     """``--unlabeled-block``: the labeled draw of ``seed`` (the sentences ``split_pool`` gives
     the data module, so the draws pair with the random layout's; with ``--labeled-block``
@@ -205,15 +221,8 @@ def write_block_draw(args: argparse.Namespace, seed: int, folder: Path) -> tuple
     ``folder/tagged.conll``, and ``args.unlabeled`` consecutive other sentences of esp.train
     from a start drawn by the seed as ``folder/untagged.txt``."""
     from structssl.data.modules.base import split_pool
-    from structssl.data.tagging import TaggingFormat
 
-    path = args.data / "conll2002" / "esp.train"
-    train = TaggingFormat().read_labeled(path)
-    # the file's own lines per sentence (its POS column kept: dev and test have it too)
-    lines = [block.strip("\n") for block in path.read_text(encoding="utf-8").split("\n\n")]
-    lines = [block for block in lines if block]
-    if len(lines) != len(train):
-        raise ValueError(f"{path}: {len(lines)} blank-line separated blocks, {len(train)} sentences")
+    lines, train = _train_sentences(args.data / "conll2002" / "esp.train")
     span = args.unlabeled + args.labeled
     if span > len(train):
         raise ValueError(f"--unlabeled {args.unlabeled} + --labeled {args.labeled} exceed the "
