@@ -14,7 +14,6 @@ from oracle import check_structure
 from structssl.losses import CRFNLLLoss, NablaSVMLoss, StructuredHingeLoss
 from structssl.scorers import LinearChainScorer
 from structssl.structures import ChainPotentials, LinearChain
-from structssl.structures import _chain_factored
 from structssl.structures._chain_factored import Plan, exp_space_exact
 
 D = torch.float64
@@ -336,10 +335,9 @@ def test_bad_factored_inputs() -> None:
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("c", [3, 6, 20])
 def test_large_batch_decoders_match_edges(shared: bool, masked: bool, c: int) -> None:
-    """Batches large enough for the backtrack-argmax Viterbi and the k-way-merge k-best (the
-    small-step paths are what the enumeration tests reach; C = 20 is above ON_DEMAND_LABELS,
-    the merge that keys heads and successors on demand), with -inf masks, ragged unsorted
-    lengths, per-example transitions and k > C (ranks that run out)."""
+    """Batches large enough for the backtrack-argmax Viterbi (the small-step path is what the
+    enumeration tests reach) and the k-best, with -inf masks, ragged unsorted lengths,
+    per-example transitions and k > C (ranks that run out)."""
     b, n, k = 700, 6, 5
     g = torch.Generator().manual_seed(c)
     lengths = torch.randint(1, n + 1, (b,), generator=g)
@@ -372,15 +370,11 @@ def _distinct_paths(labels: torch.Tensor, real: torch.Tensor) -> bool:
 
 @pytest.mark.parametrize("dtype,scale", [(D, 0.0), (D, 1e-3), (D, 1e4), (D, 1e250), (torch.float32, 0.0),
                                          (torch.float32, 1.0), (torch.float32, 1e30)])
-@pytest.mark.parametrize("on_demand", [False, True])
-def test_kbest_merge_path_ties_scales_and_dtypes(dtype: torch.dtype, scale: float, on_demand: bool,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """The key-merge k-best (large batches): integer potentials with many exact ties (scale 0:
-    values in {-1, 0, 1}), tiny and huge scales, float32 inputs (the recursion runs in float64),
-    -inf masks; the same scores as the edge layout, distinct paths, scores sorted. Both merges:
-    every candidate keyed, and heads and successors keyed on demand (the many-label one)."""
-    if on_demand:
-        monkeypatch.setattr(_chain_factored, "ON_DEMAND_LABELS", 0)
+def test_kbest_ties_scales_and_dtypes(dtype: torch.dtype, scale: float) -> None:
+    """The sidetrack k-best on a large batch: integer potentials with many exact ties (scale 0:
+    values in {-1, 0, 1}, where every tree step and loss must be exact for the paths to stay
+    distinct), tiny and huge scales, float32 inputs (the recursion runs in float64), -inf
+    masks; the same scores as the edge layout, distinct paths, scores sorted."""
     b, n, c, k = 700, 7, 3, 6
     g = torch.Generator().manual_seed(11)
     lengths = torch.randint(1, n + 1, (b,), generator=g)
@@ -408,6 +402,33 @@ def test_kbest_merge_path_ties_scales_and_dtypes(dtype: torch.dtype, scale: floa
     assert (scores[:, :-1] >= scores[:, 1:]).all()
     # padded positions hold 0 in every returned path
     assert not labels.masked_fill(chain.valid_mask(lengths, n).unsqueeze(1), 0).any()
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("ties", [False, True])
+def test_kbest_many_ranks_on_long_ragged_chains_against_the_kmax_semiring(shared: bool, ties: bool) -> None:
+    """k = 40 on chains of up to 30 positions: deep chains of siblings and children in the
+    sidetrack search, branches that meet their parent path late, ragged lengths (1 included)
+    and a transition mask. The scores equal the K-max semiring's on the edge layout (an
+    independent dynamic program), every rank scores its labels, and the paths are distinct."""
+    b, n, c, k = 6, 30, 5, 40
+    g = torch.Generator().manual_seed(7)
+    if ties:
+        factors = [torch.randint(-1, 2, s, generator=g).to(D) for s in ((b, n, c), (c, c) if shared else (b, c, c), (c,), (c,))]
+    else:
+        factors = _factors(b, n, c, shared, seed=5)
+    lengths = torch.tensor([30, 1, 17, 2, 29, 9])
+    chain = LinearChain(c)
+    allowed = torch.rand(c, c, generator=g) > 0.25
+    allowed |= torch.eye(c, dtype=torch.bool)
+    pot = chain.constrain(ChainPotentials.from_factors(*factors), lengths, allowed_transitions=allowed)
+    labels, scores = chain.kbest(pot, k, lengths)
+    edges = chain.edge_potentials(pot, lengths)
+    torch.testing.assert_close(scores, chain.kmax(edges, k, lengths))
+    real = torch.isfinite(scores)
+    assert _distinct_paths(labels, real) and not real[1].all()  # 5 labellings of one position
+    torch.testing.assert_close(chain.score(edges.repeat_interleave(k, 0), labels.flatten(0, 1),
+                                           lengths.repeat_interleave(k))[real.flatten()], scores[real])
 
 
 def test_kbest_rejects_float64_magnitudes_beyond_its_sentinel() -> None:

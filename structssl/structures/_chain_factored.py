@@ -14,10 +14,9 @@ C times less memory and, on a CPU, far fewer and smaller per-step operations.
   exact only when no intermediate can underflow: :func:`exp_space_exact` checks the bound
   (all potentials finite and a bounded dynamic range, see there); otherwise the caller takes
   the log-space path.
-- :func:`factored_viterbi`, :func:`factored_kbest`: max-plus and list Viterbi on factored
-  potentials with tensor backtracking (Viterbi: each backpointer found while backtracking,
-  from the kept max-plus vectors; k-best: a k-way merge of float64 keys that carry their own
-  backpointers).
+- :func:`factored_viterbi`, :func:`factored_kbest`: max-plus decoding on factored potentials
+  (Viterbi: each backpointer found while backtracking, from the kept max-plus vectors;
+  k-best: a best-first search over the sidetracks of the backward max-plus tree).
 
 Ragged batches are processed packed: examples sorted by decreasing length, time major, and at
 step ``t`` only the ``batch_sizes[t]`` examples still running are touched (no per-step masks,
@@ -39,6 +38,7 @@ import math
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -663,11 +663,6 @@ def _decoder_inputs(potentials: ChainPotentials, plan: Plan) -> tuple[Tensor, Te
 #: operations); above it the outer-dimension reductions (cheaper per element on a CPU)
 SMALL_STEP = 8192
 
-#: above this many labels the k-best merge keys only each list's head and each round's
-#: successor (4x faster at C = 50, B = 256, k = 5; 1.2x slower at C = 12, where its extra
-#: kernels per round cost more than keying every candidate)
-ON_DEMAND_LABELS = 16
-
 
 def factored_viterbi(potentials: ChainPotentials, plan: Plan, n_total: int) -> Tensor:
     """Best labels (B, n_total), 0 at padded positions, by max-plus on factored potentials.
@@ -822,151 +817,189 @@ def _viterbi_lazy(ut: Tensor, trans: Tensor, shared: bool, end: Tensor, plan: Pl
 
 
 def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int) -> tuple[Tensor, Tensor]:
-    """The k best labels (B, k, n_total) and their scores (B, k) by list Viterbi.
+    """The k best labels (B, k, n_total) and their scores (B, k), by sidetracks of the
+    backward max-plus tree (Eppstein's heap-ordered tree of paths, for a chain).
 
-    Each label's k best prefixes are sorted, so the k best extensions into label ``j`` are a
-    k-way merge of the C sorted lists ``alpha[r, i] + T[i, j]``: k rounds of a max over the
-    list heads. Every candidate is a float64 *key* that names its successor: the low ``bits``
-    mantissa bits of its value are replaced by ``i * width + r + 1``, the flat index of rank
-    ``r + 1`` of its list in a (C_prev, width, C_next, B) buffer (``width`` a power of two
-    above k; rank k is a -inf pad). Keys are distinct, so a round is one max over the heads
-    (an elementwise maximum over the outermost dimension of a contiguous (C_prev, C_next, B)
-    tensor) whose result names the winner and its successor, one gather of that successor and
-    one scatter into the winner's head (row ``index >> log2(width)``): 5 operations per round,
-    no argmax, no comparison. The stored indices are the backpointers as they are: backtracking
-    is one gather per step. Small steps (``C^2 k B <= SMALL_STEP``, e.g. B = 1) use one top-k
-    with indices over the values instead (fewer operations), in the same numbering. Above
-    ``ON_DEMAND_LABELS`` labels the (C_prev, k, C_next, B) keys of a step are never built: only
-    the C^2 B list heads are keyed, and each round keys the winners' successors from the
-    prefix values and transitions (two gathers), the same keys, so the same results.
+    One backward max-plus recursion gives ``beta_t(i)``, the best score of a suffix that has
+    label ``i`` at ``t``, and ``v_t = u_t + beta_t``; following ``argmax_j T[i, j] + v_t(j)``
+    from each label is the tree of best suffixes. Any path leaves that tree at a set of
+    *sidetracks*, a label ``j`` at ``t`` other than the tree's after ``y_{t-1}``, each with a
+    loss ``delta = beta_{t-1}(y_{t-1}) - T[y_{t-1}, j] - v_t(j) >= 0`` (at t = 0: the best
+    start's score minus ``v_0(j)``), and its score is the best score minus the sum of its
+    sidetracks' losses. The paths form a heap-ordered tree (a path's losses never exceed its
+    descendants'): a path's first child adds the smallest sidetrack after its last one; its
+    next sibling replaces its last sidetrack by the next larger one in its parent's list. The
+    k best are the first k pops of a best-first search of that tree, with at most k
+    candidates held. Each pop follows the tree from the new sidetrack until it meets the
+    parent path (a few steps), then ranks the new path's later sidetracks (one top-k over
+    (B, n C) losses). The cost is one backward recursion (about a Viterbi's forward), one
+    traversal of the best path and k - 1 pops of a few (B, n C) operations each, where the
+    list Viterbi merges C sorted k-lists per label at every step (27 small operations a
+    step at B = 256, C = 12, k = 5: 6.6x a Viterbi; this about 4x, ``benchmarks/README.md``).
 
-    The recursion runs in float64 whatever the input dtype: each value is truncated to
-    ``52 - bits`` mantissa bits (monotone, so every list stays sorted; about ``2**-43``
-    relative for C = 12, k = 5), far finer than float32; -inf becomes a finite sentinel
-    (:func:`_kbest_inputs`). The k best are exact for those values; the public
-    :meth:`LinearChain.kbest` re-scores the returned labels in the input dtype.
+    The recursion runs in float64 whatever the input dtype, with -inf replaced by a finite
+    sentinel (:func:`_kbest_inputs`), so that losses never meet ``-inf - -inf``; a score
+    below ``-sentinel / 2`` is ``-inf``. Every tree step is the same deterministic argmax (the
+    first maximum), so each path has exactly one set of sidetracks: the k paths are distinct,
+    ties included. The public :meth:`LinearChain.kbest` re-scores the returned labels in the
+    input dtype. The tree is followed on the host (a few labels per step: numpy indexing costs a tenth of a torch
+    call), whatever the device.
     """
     u, trans, shared, end = _decoder_inputs(potentials, plan)
     n, c, b = u.shape
     dev = u.device
-    shift = k.bit_length()  # ranks per list in the key buffer: 2**shift > k (a -inf pad at rank k)
-    width = 1 << shift
-    bits = (c * width - 1).bit_length()
-    low = (1 << bits) - 1  # the index bits of a key's int64 view
-    ut, outer, end64, sentinel = _kbest_inputs(u, trans, shared, end, n)
-    small = c * c * k * b <= SMALL_STEP  # few rows: one top-k with indices per step
-    # many labels: the merge builds each list's head, then each round's successor, on demand
-    # instead of keying all C^2 k candidates a step (fewer bytes, more kernels per round)
-    on_demand = not small and c > ON_DEMAND_LABELS
-    f64 = torch.float64
-    if not on_demand:  # every candidate, (C_prev, width, C_next, B)
-        buf = torch.empty(c, width, c, b, dtype=f64, device=dev)
-        # ranks past k: -inf pads (the top-k reads them all, the merge rank k only)
-        (buf[:, k:] if small else buf[:, k]).fill_(float("-inf"))
-        # a key holds the flat index of the candidate *after* it in its list, i * width + r + 1:
-        # what the round that pops it gathers next; i is that index >> shift
-        index = torch.arange(1, c * width + 1, device=dev).view(c, width, 1, 1)[:, :k]
-    else:
-        # the (C_prev, C_next, B) heads, and per label its k prefix values and the pads after
-        # them, (C_prev, width, B), read at a key's index i * width + r + 1. A pad is finite
-        # (its key has no NaN bits) and below every candidate (sums of sentinels stay above
-        # -2**1021), so it is never popped: C k candidates outlast the k rounds.
-        heads_buf = torch.empty(c, c, b, dtype=f64, device=dev)
-        ranked = torch.full((c, width, b), -torch.finfo(f64).max / 2, dtype=f64, device=dev)
-        first = torch.arange(1, c * width + 1, width, device=dev).view(c, 1, 1)  # rank 0's keys
-        step_t = torch.empty(1, c, b, dtype=f64, device=dev)  # a round's transitions
-    # buffers made once and reused by every step (fresh allocations of this size per step, and
-    # their first-touch page faults, cost more than the work)
-    best_bufs = [torch.empty(k, 1, c, b, dtype=f64, device=dev) for _ in range(2)]  # k best keys
-    codes = torch.empty(c, width, b, dtype=torch.int64, device=dev)  # [j, r + 1]: the r-th best's key index
-    rows = torch.empty(1, c, b, dtype=torch.int64, device=dev)  # a round's winning list
-    after = torch.empty(1, c, b, dtype=f64, device=dev)  # its next key
-    # every step's codes, compact: [t - 1, j, r + 1] the key index of the r-th best prefix into
-    # label j at step t, the numbering of the keys themselves (backtracking needs no decoding)
-    small_int = torch.uint8 if c * width < 2**8 else torch.int16 if c * width < 2**15 else torch.int32
-    pointers = torch.empty(max(n - 1, 1), c, width, b, dtype=small_int, device=dev)
-    alpha = ut.new_full((k, c, b), -sentinel)  # (k, C, active) k best prefixes, sorted
-    alpha[0] = ut[0]
-    sizes = plan.batch_sizes
-    finals = []
-
-    def round_views(best: Tensor, codes: Tensor) -> tuple[tuple[Tensor, ...], ...]:
-        """Per-round (1, C_next, m) views: the r-th best keys, their int64 bits, code slot r + 1."""
-        return best.unbind(0), best.view(torch.int64).unbind(0), codes.transpose(0, 1).unsqueeze(1).unbind(0)
-
-    full_views = [round_views(x, codes) for x in best_bufs]
-    steps_u, steps_pointers = ut.unbind(0), pointers.unbind(0)
-    for t in range(1, n):
-        m = sizes[t]
-        best, trans_t, u_t = best_bufs[t % 2], outer, steps_u[t]
-        step_codes, views, row = codes, full_views[t % 2], rows
-        if m < b:  # the examples still running
-            if m < alpha.shape[2]:
-                finals.append(alpha[:, :, m:].clone())
-                alpha = alpha[:, :, :m]
-            best, u_t, step_codes, row = best[..., :m], u_t[:, :m], codes[..., :m], rows[..., :m]
-            trans_t = outer if shared else outer[..., :m]
-            views = round_views(best, step_codes)
-        if small:
-            flat = buf[..., :m].view(c * width, c, m)
-            torch.add(alpha.permute(1, 0, 2).unsqueeze(2), trans_t, out=buf[:, :k, :, :m])
-            # one top-k with indices over the values (the -inf pads never win: every value is
-            # finite), index i * width + r: the key numbering without keys
-            top, arg = flat.permute(1, 2, 0).topk(k, dim=2)  # (C_next, m, k)
-            torch.add(arg.permute(2, 0, 1), 1, out=steps_pointers[t - 1][:, 1 : k + 1, :m].transpose(0, 1))
-            alpha = top.permute(2, 0, 1).add(u_t)  # plain values: nothing to truncate
-        else:
-            succ = after[..., :m]
-            if on_demand:
-                heads, values = heads_buf[..., :m], ranked[..., :m]
-                trans_m = trans_t[:, 0].expand(c, c, m)  # (C_prev, C_next, m)
-                values[:, :k].copy_(alpha.permute(1, 0, 2))
-                flat_values, succ_t = values.view(c * width, m), step_t[..., :m]
-                torch.add(alpha[0].unsqueeze(1), trans_m, out=heads)  # the lists' rank 0
-                heads.view(torch.int64).bitwise_and_(~low).bitwise_or_(first)
-            else:
-                keys = buf[..., :m]
-                real, flat = keys[:, :k], keys.view(c * width, c, m)
-                torch.add(alpha.permute(1, 0, 2).unsqueeze(2), trans_t, out=real)
-                real.view(torch.int64).bitwise_and_(~low).bitwise_or_(index)
-                heads = keys[:, 0]  # (C_prev, C_next, m) list heads, in place: rank 0 is never gathered
-            tops, top_bits, slots = views
-            for r in range(k):
-                torch.amax(heads, dim=0, keepdim=True, out=tops[r])
-                code = torch.bitwise_and(top_bits[r], low, out=slots[r + 1])
-                if r + 1 < k:  # the winner's list moves on to its next rank (the pad past rank k - 1)
-                    torch.bitwise_right_shift(code, shift, out=row)
-                    if on_demand:  # its value, its transition, its key
-                        torch.gather(flat_values, 0, code[0], out=succ[0])
-                        succ.add_(torch.gather(trans_m, 0, row, out=succ_t))
-                        succ.view(torch.int64).bitwise_and_(~low).bitwise_or_(code).add_(1)
-                    else:
-                        torch.gather(flat, 0, code, out=succ)
-                    heads.scatter_(0, row, succ)
-            steps_pointers[t - 1][..., :m].copy_(step_codes)
-            alpha = best.view(torch.int64).bitwise_and_(~low).view(f64).squeeze(1).add_(u_t)
-    finals.append(alpha)
-    last = torch.cat(finals[::-1], dim=2)  # (k, C, B) in sorted order
-    scores = (last + end64.t()).reshape(k * c, b).t()  # (B, k * C)
-    final = scores.topk(k, dim=1)  # (B, k) over rank * C + label
-    rank_label = final.indices.t()  # (k, B)
-    current = (rank_label % c) * width + rank_label.div(c, rounding_mode="floor") + 1  # key index
-    path = torch.zeros(n, k, b, dtype=torch.long, device=dev)  # key index j * width + r + 1
-    for t in range(n - 1, 0, -1):
-        path[t] = current
-        m = sizes[t]
-        if m == b:
-            current = steps_pointers[t - 1].view(c * width, b).gather(0, current).long()
-        else:
-            step = steps_pointers[t - 1][..., :m].view(c * width, m)
-            current = torch.cat([step.gather(0, current[:, :m]).long(), current[:, m:]], dim=1)
-    path[0] = current
-    labels = path >> shift
-    out = plan.unsort(labels.permute(2, 1, 0))  # (B, k, n)
+    ut, t64, end64, sentinel = _kbest_inputs(u, trans, shared, end, n)
+    beta, v = _backward_max(ut, t64, shared, end64, plan)
+    best, start = v[0].max(dim=0)  # (B,): the best score and its first label
+    paths = _Sidetracks(beta, v, best, t64, shared, plan)
+    kk = min(k, n * c)  # the ranks of a path's sidetrack list that a search of k pops can read
+    rows = torch.arange(b, device=dev)
+    inf = float("inf")
+    # every popped path: its labels (host, (k, n, B)), the sum of its losses, and its kk
+    # smallest later sidetracks (losses, flat index t * C + j), a +inf pad at rank kk
+    labels = np.zeros((k, n, b), dtype=np.int64)
+    labels[0] = paths.tree_path(start.cpu().numpy())
+    lost = torch.zeros(k, b, dtype=torch.float64, device=dev)
+    side_loss = torch.full((k, b, kk + 1), inf, dtype=torch.float64, device=dev)
+    side_index = torch.zeros(k, b, kk + 1, dtype=torch.long, device=dev)
+    no_side = torch.full((b,), -1, dtype=torch.long, device=dev)
+    side_loss[0, :, :kk], side_index[0, :, :kk] = paths.smallest(labels[0], no_side, kk)
+    # the frontier, k slots: a candidate is path `parent` with its sidetrack of rank `rank`
+    total = torch.full((b, k), inf, dtype=torch.float64, device=dev)
+    parent = torch.zeros(b, k, dtype=torch.long, device=dev)
+    rank = torch.zeros(b, k, dtype=torch.long, device=dev)
+    total[:, 0] = side_loss[0, :, 0]
+    for q in range(1, k):
+        loss, slot = total.min(dim=1)  # (B,): the next path's loss, and where it was
+        src, r = parent[rows, slot], rank[rows, slot]
+        flat = side_index[src, rows, r]
+        at = flat // c
+        labels[q] = paths.branch(labels[src.cpu().numpy(), :, rows.cpu().numpy()].T,
+                                 at.cpu().numpy(), (flat % c).cpu().numpy())
+        lost[q] = loss
+        # its sibling (the parent's next sidetrack) takes the slot; its first child slot q
+        nxt = (r + 1).clamp(max=kk)
+        total[rows, slot] = lost[src, rows] + side_loss[src, rows, nxt]
+        rank[rows, slot] = nxt
+        if q + 1 < k:
+            side_loss[q, :, :kk], side_index[q, :, :kk] = paths.smallest(labels[q], at, kk)
+            total[:, q] = loss + side_loss[q, :, 0]
+            parent[:, q], rank[:, q] = q, 0
+    out = plan.unsort(torch.from_numpy(labels).to(dev).permute(2, 0, 1))  # (B, k, n)
     if plan.ragged:
         out = torch.where(_valid_bn(lengths_of(plan), plan.n).unsqueeze(1), out, 0)
-    values = final.values.to(u.dtype).masked_fill(final.values < -0.5 * sentinel, float("-inf"))
-    return _pad_labels(out, n_total), plan.unsort(values)
+    scores = (best - lost).t()  # (B, k); +inf losses give -inf
+    scores = scores.to(u.dtype).masked_fill(~(scores > -0.5 * sentinel), float("-inf"))
+    return _pad_labels(out, n_total), plan.unsort(scores)
+
+
+def _backward_max(ut: Tensor, t64: Tensor, shared: bool, end64: Tensor, plan: Plan
+                  ) -> tuple[Tensor, Tensor]:
+    """The backward max-plus recursion on label-major ``ut`` (n, C, B) sorted: ``beta``
+    (n, C, B), the best suffix score from label i at t (end included), and ``v = ut + beta``
+    (0 past each example's length). Each step is one add into the (C_next, C_prev, k)
+    candidates and a max over their outermost dimension."""
+    n = ut.shape[0]
+    sizes = list(plan.batch_sizes) + [0]
+    # transposed transitions (C_next, C_prev, 1) shared, else (C_next, C_prev, B)
+    tt = t64.t().unsqueeze(2) if shared else t64.permute(2, 1, 0).contiguous()
+    beta = torch.empty_like(ut)
+    v = torch.zeros_like(ut)
+    end_t = end64.t()
+    for t in range(n - 1, -1, -1):
+        m, ended = sizes[t], sizes[t + 1]  # running at t; of those, running after t
+        if ended < m:  # examples whose last position is t
+            beta[t, :, ended:m] = end_t[:, ended:m]
+        torch.add(ut[t, :, :m], beta[t, :, :m], out=v[t, :, :m])
+        if t:
+            cand = (tt if shared else tt[..., :m]) + v[t, :, :m].unsqueeze(1)
+            torch.amax(cand, dim=0, out=beta[t - 1, :, :m])
+    return beta, v
+
+
+class _Sidetracks:
+    """A path's sidetracks off the tree of best suffixes (see :func:`factored_kbest`).
+
+    Paths are (n, B) label arrays on the host in sorted example order; labels past an
+    example's length are never read."""
+
+    def __init__(self, beta: Tensor, v: Tensor, best: Tensor, t64: Tensor, shared: bool,
+                 plan: Plan) -> None:
+        n, c, b = v.shape
+        dev = v.device
+        self.n, self.c, self.b, self.shared = n, c, b, shared
+        # v in (B, n, C) layout (one 2-D transposing copy), position 0 as v_0 - best: minus
+        # the start losses
+        self.v = v.new_empty(b, n, c)
+        self.v.view(b, n * c).copy_(v.view(n * c, b).t())
+        self.v[:, 0] -= best.unsqueeze(1)
+        self.beta = beta.view(-1)
+        self.pos = torch.arange(n, device=dev)
+        # beta_{t-1}(i) of example e, for t >= 1, is beta[(t - 1) C B + i B + e]
+        self.beta_at = (self.pos[:-1] * (c * b)).unsqueeze(1) + torch.arange(b, device=dev)
+        self.past = self.pos >= plan.lengths.unsqueeze(1)  # (B, n)
+        # transition rows by previous label, a zero row C for position 0: (C + 1, C) shared,
+        # else (B (C + 1), C) read at e (C + 1) + label
+        zero = t64.new_zeros(1, c) if shared else t64.new_zeros(b, 1, c)
+        self.rows = torch.cat([t64, zero], dim=-2).view(-1, c)
+        self.row_of = None if shared else (torch.arange(b, device=dev) * (c + 1)).unsqueeze(1)
+        self.losses = v.new_empty(b, n, c)  # minus a path's sidetrack losses, reused
+        # host copies for following the tree
+        self.v_host = self.v.cpu().numpy()
+        self.t_host = t64.cpu().numpy()  # (C, C) or (B, C, C)
+        self.lengths_host = plan.lengths.cpu().numpy()
+        self.cols = np.arange(b)
+
+    def _step(self, prev: np.ndarray, t: Any, cols: np.ndarray) -> np.ndarray:
+        """The tree's labels at positions ``t`` after labels ``prev`` of examples ``cols``."""
+        trans = self.t_host[prev] if self.shared else self.t_host[cols, prev]
+        return (trans + self.v_host[cols, t]).argmax(1)
+
+    def tree_path(self, start: np.ndarray) -> np.ndarray:
+        """The tree's path from labels ``start`` (B,) at position 0: the best path."""
+        y = np.empty((self.n, self.b), dtype=np.int64)
+        y[0] = start
+        for t in range(1, self.n):
+            y[t] = self._step(y[t - 1], t, self.cols)
+        return y
+
+    def branch(self, parent: np.ndarray, at: np.ndarray, label: np.ndarray) -> np.ndarray:
+        """``parent`` (n, B) with ``label`` at position ``at`` (B,) and the tree after it: the
+        parent's own labels again from where the two meet (after its last sidetrack, which
+        comes before ``at``, the parent follows the tree)."""
+        y = parent.copy()
+        y[at, self.cols] = label
+        t = at + 1
+        live = np.nonzero(t < self.lengths_host)[0]
+        while live.size:
+            tl = t[live]
+            step = self._step(y[tl - 1, live], tl, live)
+            met = step == y[tl, live]
+            y[tl, live] = step
+            t[live] += 1
+            live = live[~met & (t[live] < self.lengths_host[live])]
+        return y
+
+    def smallest(self, path: np.ndarray, after: Tensor, kk: int) -> tuple[Tensor, Tensor]:
+        """The ``kk`` smallest losses (B, kk) of the sidetracks of ``path`` (n, B) at positions
+        after ``after`` (B,), ascending, and their flat indices ``t * C + j``; +inf where
+        fewer exist."""
+        n, c, b = self.n, self.c, self.b
+        y = torch.from_numpy(path).to(self.pos.device)
+        prev = torch.empty(b, n, dtype=torch.long, device=y.device)
+        prev[:, 0] = c  # the zero row
+        prev[:, 1:] = y[:-1].t()
+        if self.row_of is not None:
+            prev += self.row_of
+        bp = torch.zeros(n, b, dtype=self.v.dtype, device=y.device)
+        torch.take(self.beta, self.beta_at + y[:-1] * b, out=bp[1:])  # beta_{t-1}(y_{t-1})
+        bp = bp.t().masked_fill((self.pos <= after.unsqueeze(1)) | self.past, float("inf"))
+        out = self.losses
+        torch.index_select(self.rows, 0, prev.view(-1), out=out.view(b * n, c))
+        out.add_(self.v).sub_(bp.unsqueeze(2))  # T[y_{t-1}, j] + v_t(j) - beta_{t-1}(y_{t-1})
+        out.scatter_(2, y.t().unsqueeze(2), float("-inf"))  # the path's own labels
+        top = out.view(b, n * c).topk(kk, dim=1)
+        return top.values.neg(), top.indices
 
 
 def _kbest_inputs(u: Tensor, trans: Tensor, shared: bool, end: Tensor, n: int
@@ -974,11 +1007,10 @@ def _kbest_inputs(u: Tensor, trans: Tensor, shared: bool, end: Tensor, n: int
     """float64 inputs of :func:`factored_kbest` (``u``: the label-major emissions (n, C, B),
     start folded in) with -inf replaced by a finite ``-sentinel``.
 
-    Returns time-major label-major emissions (n, C, B) (start folded in), transitions as
-    (C_prev, 1, C_next, 1) (shared) or (C_prev, 1, C_next, B), end (B, C) and the sentinel. A
-    score is a sum of 2n terms (emissions with start, transitions, end); with ``R`` the largest
-    finite magnitude of a term, one that uses a -inf potential is at most
-    ``-sentinel + 2 n R`` and one that does not at least ``-2 n R``.
+    Returns the emissions (n, C, B), transitions (C_prev, C_next) (shared) or (B, C_prev,
+    C_next), end (B, C) and the sentinel. A score is a sum of 2n terms (emissions with start,
+    transitions, end); with ``R`` the largest finite magnitude of a term, one that uses a -inf
+    potential is at most ``-sentinel + 2 n R`` and one that does not at least ``-2 n R``.
     ``sentinel = 2**(1020 - bit_length(2 n + 2))`` keeps every sum of 2n sentinels finite, and
     ``(n + 1) R < sentinel / 4`` (checked for float64 inputs; always true for narrower dtypes)
     keeps the two apart: a final value below ``-sentinel / 2`` is exactly a -inf score.
@@ -987,8 +1019,6 @@ def _kbest_inputs(u: Tensor, trans: Tensor, shared: bool, end: Tensor, n: int
     f64 = torch.float64
     ut = torch.nan_to_num_(u.to(f64, copy=True), neginf=-sentinel)
     t64 = torch.nan_to_num(trans.to(f64), neginf=-sentinel)
-    c = u.shape[1]
-    outer = t64.view(c, 1, c, 1) if shared else t64.permute(1, 2, 0).unsqueeze(1).contiguous()
     end64 = torch.nan_to_num(end.to(f64), neginf=-sentinel)
     if u.dtype == f64:
         big = max(float(x.masked_fill(torch.isneginf(x), 0.0).abs().max()) for x in (u, trans, end))
@@ -997,7 +1027,7 @@ def _kbest_inputs(u: Tensor, trans: Tensor, shared: bool, end: Tensor, n: int
                 f"kbest on factored chain potentials needs finite potentials of magnitude below "
                 f"{sentinel / 4 / (n + 1):.3g} for N = {n}; got {big:.3g}"
             )
-    return ut, outer, end64, sentinel
+    return ut, t64, end64, sentinel
 
 
 def lengths_of(plan: Plan) -> Tensor:

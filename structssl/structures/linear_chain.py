@@ -12,10 +12,13 @@ transitions (B, C, C) (a shared (C, C) matrix expanded), start and end (B, C)), 
 operation accepts without building the (B, N, C, C) tensor. Labels: (B, N) long, 0 at padded
 positions.
 Time O(B N C^2); memory O(B N C^2) for edge potentials, O(B N C + B C^2) factored
-(backpointers are O(B N C)). k-best is list Viterbi: time O(B N C^2 k log k), memory O(B N C k).
+(backpointers are O(B N C)). k-best on edge potentials is list Viterbi: time
+O(B N C^2 k log k), memory O(B N C k); on factored potentials it enumerates sidetracks of the
+backward max-plus tree: time O(B N C^2 + k B N C), memory O(B N C + k B N).
 
 References: Rabiner (1989) for Viterbi and forward-backward; Seshadri and Sundberg (1994)
-for the list Viterbi algorithm.
+for the list Viterbi algorithm; Eppstein (1998), "Finding the k shortest paths", for the
+heap-ordered tree of sidetracks.
 """
 
 from __future__ import annotations
