@@ -61,7 +61,7 @@ The multi-label structure is not covered here.
 that are not affine in the parts with 0/1 values (the run count is linear, but the indicator
 ``[runs <= 1]`` is not), so they have no binary indicator features. Asking for them raises
 ``NotImplementedError``; they are handled by :func:`kbest_search`: the linear part of the
-objective is decoded by list Viterbi (``structure.kbest``), the non-linear term is evaluated on
+objective is decoded k-best (``structure.kbest``), the non-linear term is evaluated on
 each of the ``k`` candidates exactly, hard constraints reject violating candidates, and the best
 candidate is returned with a certificate: it is the exact optimum whenever its value is at
 least the ``k``-th linear score plus an upper bound of the non-linear bonus (the usual
