@@ -6,6 +6,7 @@ losses, ``gradcheck``; -inf masks, padding garbage, extreme scales, ragged and u
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -431,14 +432,22 @@ def test_kbest_many_ranks_on_long_ragged_chains_against_the_kmax_semiring(shared
                                            lengths.repeat_interleave(k))[real.flatten()], scores[real])
 
 
-def test_kbest_rejects_float64_magnitudes_beyond_its_sentinel() -> None:
+def test_kbest_takes_huge_float64_magnitudes() -> None:
+    """No sentinel or magnitude bound: potentials of 1e305 (a sum of a few stays finite) and
+    -inf masks beside them give the K-max semiring's scores, distinct paths, on both
+    layouts."""
     chain = LinearChain(3)
-    emissions = torch.zeros(2, 4, 3, dtype=D)
-    emissions[1, 2, 0] = 1e305  # 1e300 is fine at N = 4
-    with pytest.raises(ValueError, match=r"kbest on factored chain potentials needs finite potentials of "
-                                         r"magnitude below .* for N = 4; got 1e\+305"):
-        chain.kbest(ChainPotentials.from_factors(emissions), 2)
-    chain.argmax(ChainPotentials.from_factors(emissions))  # the other decoders take any finite value
+    g = torch.Generator().manual_seed(3)
+    emissions = torch.randn(2, 4, 3, generator=g, dtype=D)
+    emissions[1, 2, 0] = 1e305
+    emissions[0, 1, 2] = -math.inf
+    pot = ChainPotentials.from_factors(emissions, torch.randn(3, 3, generator=g, dtype=D))
+    edges = chain.edge_potentials(pot)
+    for p in (pot, edges):
+        labels, scores = chain.kbest(p, 5)
+        torch.testing.assert_close(scores, chain.kmax(edges, 5))
+        assert _distinct_paths(labels, torch.isfinite(scores))
+    chain.argmax(ChainPotentials.from_factors(emissions))
 
 
 @pytest.mark.parametrize("shared", [True, False])

@@ -837,21 +837,48 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     list Viterbi merges C sorted k-lists per label at every step (27 small operations a
     step at B = 256, C = 12, k = 5: 6.6x a Viterbi; this about 4x, ``benchmarks/README.md``).
 
-    The recursion runs in float64 whatever the input dtype, with -inf replaced by a finite
-    sentinel (:func:`_kbest_inputs`), so that losses never meet ``-inf - -inf``; a score
-    below ``-sentinel / 2`` is ``-inf``. Every tree step is the same deterministic argmax (the
-    first maximum), so each path has exactly one set of sidetracks: the k paths are distinct,
-    ties included. The public :meth:`LinearChain.kbest` re-scores the returned labels in the
-    input dtype. The tree is followed on the host (a few labels per step: numpy indexing costs a tenth of a torch
+    The recursion and the losses are float64 whatever the input dtype (each input value is
+    promoted exactly, so every loss is computed from the same sums as the recursion's maxima,
+    and a tree edge's loss is exactly 0). -inf potentials need no special value: a sidetrack
+    onto a -inf edge or into a label with no finite suffix has an infinite loss and is never
+    taken (the NaN of ``-inf - -inf`` at such labels counts as infinite too), so finite losses
+    are exactly the sidetracks of finite paths, and ranks past the last finite path get -inf
+    scores. Every tree step is the same deterministic argmax (the first maximum), so each path
+    has exactly one set of sidetracks: the k paths are distinct, ties included. The public
+    :meth:`LinearChain.kbest` re-scores the returned labels in the input dtype. The tree is
+    followed on the host (a few labels per step: numpy indexing costs a tenth of a torch
     call), whatever the device.
     """
-    u, trans, shared, end = _decoder_inputs(potentials, plan)
+    u, trans, _, end = _decoder_inputs(potentials, plan)
+    return _sidetrack_kbest(u, trans, end, k, plan, n_total)
+
+
+def edge_kbest(potentials: Tensor, k: int, plan: Plan, n_total: int) -> tuple[Tensor, Tensor]:
+    """The k best labels (B, k, n_total) and scores (B, k) of edge potentials (B, N, C, C)
+    (``LinearChain``'s layout: ``potentials[:, 0, 0]`` the first position's scores, the end
+    folded into each example's last edge): :func:`factored_kbest`'s search with per-position
+    transitions ``potentials[:, t]``, emissions 0 but at the first position, end 0."""
+    b, _, c, _ = potentials.shape
+    u = potentials.new_zeros(plan.n, c, b)
+    u[0] = plan.sort(potentials[:, 0, 0]).t()
+    return _sidetrack_kbest(u, plan.sort(potentials[:, : plan.n]), potentials.new_zeros(b, c), k,
+                            plan, n_total)
+
+
+def _sidetrack_kbest(u: Tensor, trans: Tensor, end: Tensor, k: int, plan: Plan, n_total: int
+                     ) -> tuple[Tensor, Tensor]:
+    """The search of :func:`factored_kbest` on label-major emissions ``u`` (n, C, B) (start
+    folded in), transitions (C, C) shared, (B, C, C) per example or (B, n, C, C) per position
+    (position 0 unused), end (B, C), all in sorted example order."""
     n, c, b = u.shape
-    dev = u.device
-    ut, t64, end64, sentinel = _kbest_inputs(u, trans, shared, end, n)
-    beta, v = _backward_max(ut, t64, shared, end64, plan)
+    dev, dtype = u.device, u.dtype
+    # float64 copies of the small inputs (mixed-precision arithmetic is slower); per-position
+    # transitions, C times larger, are promoted inside each operation instead
+    u, end = u.to(torch.float64), end.to(torch.float64)
+    trans = trans if trans.dim() == 4 else trans.to(torch.float64)
+    beta, v = _backward_max(u, trans, end, plan)
     best, start = v[0].max(dim=0)  # (B,): the best score and its first label
-    paths = _Sidetracks(beta, v, best, t64, shared, plan)
+    paths = _Sidetracks(beta, v, best, trans, plan)
     kk = min(k, n * c)  # the ranks of a path's sidetrack list that a search of k pops can read
     rows = torch.arange(b, device=dev)
     inf = float("inf")
@@ -888,32 +915,37 @@ def factored_kbest(potentials: ChainPotentials, k: int, plan: Plan, n_total: int
     out = plan.unsort(torch.from_numpy(labels).to(dev).permute(2, 0, 1))  # (B, k, n)
     if plan.ragged:
         out = torch.where(_valid_bn(lengths_of(plan), plan.n).unsqueeze(1), out, 0)
-    scores = (best - lost).t()  # (B, k); +inf losses give -inf
-    scores = scores.to(u.dtype).masked_fill(~(scores > -0.5 * sentinel), float("-inf"))
+    scores = (best - lost).t().to(dtype)  # (B, k); +inf losses (no such path) give -inf
     return _pad_labels(out, n_total), plan.unsort(scores)
 
 
-def _backward_max(ut: Tensor, t64: Tensor, shared: bool, end64: Tensor, plan: Plan
-                  ) -> tuple[Tensor, Tensor]:
-    """The backward max-plus recursion on label-major ``ut`` (n, C, B) sorted: ``beta``
-    (n, C, B), the best suffix score from label i at t (end included), and ``v = ut + beta``
-    (0 past each example's length). Each step is one add into the (C_next, C_prev, k)
-    candidates and a max over their outermost dimension."""
-    n = ut.shape[0]
+def _backward_max(ut: Tensor, trans: Tensor, end: Tensor, plan: Plan) -> tuple[Tensor, Tensor]:
+    """The backward max-plus recursion, in float64, on label-major ``ut`` (n, C, B) sorted:
+    ``beta`` (n, C, B), the best suffix score from label i at t (end included), and ``v = ut +
+    beta`` (0 past each example's length). Each step is one add into the (C_next, C_prev, k)
+    candidates and a max over their outermost dimension (per-position transitions: their
+    (k, C_prev, C_next) layout and a max over the last, cheaper than a transposed copy of
+    all of them)."""
+    n, c, b = ut.shape
     sizes = list(plan.batch_sizes) + [0]
-    # transposed transitions (C_next, C_prev, 1) shared, else (C_next, C_prev, B)
-    tt = t64.t().unsqueeze(2) if shared else t64.permute(2, 1, 0).contiguous()
-    beta = torch.empty_like(ut)
-    v = torch.zeros_like(ut)
-    end_t = end64.t()
+    layout = trans.dim()
+    # transposed transitions: (C_next, C_prev, 1) shared, (C_next, C_prev, B) per example
+    tt = trans.t().unsqueeze(2) if layout == 2 else trans.permute(2, 1, 0).contiguous() if layout == 3 else None
+    beta = torch.empty(n, c, b, dtype=torch.float64, device=ut.device)
+    v = torch.zeros_like(beta)
+    end_t = end.t()
     for t in range(n - 1, -1, -1):
         m, ended = sizes[t], sizes[t + 1]  # running at t; of those, running after t
         if ended < m:  # examples whose last position is t
             beta[t, :, ended:m] = end_t[:, ended:m]
         torch.add(ut[t, :, :m], beta[t, :, :m], out=v[t, :, :m])
-        if t:
-            cand = (tt if shared else tt[..., :m]) + v[t, :, :m].unsqueeze(1)
-            torch.amax(cand, dim=0, out=beta[t - 1, :, :m])
+        if not t:
+            break
+        if tt is None:  # per position: (m, C_prev, C_next), the max over the last dimension
+            beta[t - 1, :, :m] = (trans[:m, t] + v[t, :, :m].t().unsqueeze(1)).amax(dim=2).t()
+        else:
+            step = tt if layout == 2 else tt[..., :m]
+            torch.amax(step + v[t, :, :m].unsqueeze(1), dim=0, out=beta[t - 1, :, :m])
     return beta, v
 
 
@@ -923,11 +955,10 @@ class _Sidetracks:
     Paths are (n, B) label arrays on the host in sorted example order; labels past an
     example's length are never read."""
 
-    def __init__(self, beta: Tensor, v: Tensor, best: Tensor, t64: Tensor, shared: bool,
-                 plan: Plan) -> None:
+    def __init__(self, beta: Tensor, v: Tensor, best: Tensor, trans: Tensor, plan: Plan) -> None:
         n, c, b = v.shape
         dev = v.device
-        self.n, self.c, self.b, self.shared = n, c, b, shared
+        self.n, self.c, self.b, self.layout = n, c, b, trans.dim()
         # v in (B, n, C) layout (one 2-D transposing copy), position 0 as v_0 - best: minus
         # the start losses
         self.v = v.new_empty(b, n, c)
@@ -938,21 +969,28 @@ class _Sidetracks:
         # beta_{t-1}(i) of example e, for t >= 1, is beta[(t - 1) C B + i B + e]
         self.beta_at = (self.pos[:-1] * (c * b)).unsqueeze(1) + torch.arange(b, device=dev)
         self.past = self.pos >= plan.lengths.unsqueeze(1)  # (B, n)
-        # transition rows by previous label, a zero row C for position 0: (C + 1, C) shared,
-        # else (B (C + 1), C) read at e (C + 1) + label
-        zero = t64.new_zeros(1, c) if shared else t64.new_zeros(b, 1, c)
-        self.rows = torch.cat([t64, zero], dim=-2).view(-1, c)
-        self.row_of = None if shared else (torch.arange(b, device=dev) * (c + 1)).unsqueeze(1)
+        # transition rows (C values each) and, per (example, position), where the rows of that
+        # step start (the row read is that start plus the previous label): shared (C, C) rows
+        # at 0, per example (B, C, C) at e C, per position (B, n, C, C) at (e n + t) C; position
+        # 0 has no previous label (its scores are in v) and reads row 0, then zeroed
+        self.rows = trans.reshape(-1, c)
+        e, t = torch.arange(b, device=dev).unsqueeze(1), self.pos.unsqueeze(0)
+        self.row_start = {2: 0 * e + 0 * t, 3: e * c + 0 * t, 4: (e * n + t) * c}[self.layout]
+        self.row_buf = trans.new_empty(b, n, c)  # a path's transition rows, reused
         self.losses = v.new_empty(b, n, c)  # minus a path's sidetrack losses, reused
-        # host copies for following the tree
+        # host copies for following the tree (numpy has no bfloat16: promoted, as in torch)
         self.v_host = self.v.cpu().numpy()
-        self.t_host = t64.cpu().numpy()  # (C, C) or (B, C, C)
+        exact = trans.dtype in (torch.float32, torch.float64)
+        self.t_host = (trans if exact else trans.double()).cpu().numpy()
         self.lengths_host = plan.lengths.cpu().numpy()
         self.cols = np.arange(b)
 
     def _step(self, prev: np.ndarray, t: Any, cols: np.ndarray) -> np.ndarray:
         """The tree's labels at positions ``t`` after labels ``prev`` of examples ``cols``."""
-        trans = self.t_host[prev] if self.shared else self.t_host[cols, prev]
+        if self.layout == 2:
+            trans = self.t_host[prev]
+        else:
+            trans = self.t_host[cols, prev] if self.layout == 3 else self.t_host[cols, t, prev]
         return (trans + self.v_host[cols, t]).argmax(1)
 
     def tree_path(self, start: np.ndarray) -> np.ndarray:
@@ -986,48 +1024,21 @@ class _Sidetracks:
         fewer exist."""
         n, c, b = self.n, self.c, self.b
         y = torch.from_numpy(path).to(self.pos.device)
-        prev = torch.empty(b, n, dtype=torch.long, device=y.device)
-        prev[:, 0] = c  # the zero row
-        prev[:, 1:] = y[:-1].t()
-        if self.row_of is not None:
-            prev += self.row_of
+        prev = self.row_start.clone()
+        prev[:, 1:] += y[:-1].t()
         bp = torch.zeros(n, b, dtype=self.v.dtype, device=y.device)
         torch.take(self.beta, self.beta_at + y[:-1] * b, out=bp[1:])  # beta_{t-1}(y_{t-1})
         bp = bp.t().masked_fill((self.pos <= after.unsqueeze(1)) | self.past, float("inf"))
-        out = self.losses
-        torch.index_select(self.rows, 0, prev.view(-1), out=out.view(b * n, c))
-        out.add_(self.v).sub_(bp.unsqueeze(2))  # T[y_{t-1}, j] + v_t(j) - beta_{t-1}(y_{t-1})
-        out.scatter_(2, y.t().unsqueeze(2), float("-inf"))  # the path's own labels
+        out, inf = self.losses, float("inf")
+        torch.index_select(self.rows, 0, prev.view(-1), out=self.row_buf.view(b * n, c))
+        self.row_buf[:, 0] = 0
+        torch.add(self.row_buf, self.v, out=out)
+        out.sub_(bp.unsqueeze(2))  # T[y_{t-1}, j] + v_t(j) - beta_{t-1}(y_{t-1})
+        # NaN where a label has no finite suffix (-inf - -inf), +inf only in padding: never taken
+        torch.nan_to_num_(out, nan=-inf, posinf=-inf, neginf=-inf)
+        out.scatter_(2, y.t().unsqueeze(2), -inf)  # the path's own labels
         top = out.view(b, n * c).topk(kk, dim=1)
         return top.values.neg(), top.indices
-
-
-def _kbest_inputs(u: Tensor, trans: Tensor, shared: bool, end: Tensor, n: int
-                  ) -> tuple[Tensor, Tensor, Tensor, float]:
-    """float64 inputs of :func:`factored_kbest` (``u``: the label-major emissions (n, C, B),
-    start folded in) with -inf replaced by a finite ``-sentinel``.
-
-    Returns the emissions (n, C, B), transitions (C_prev, C_next) (shared) or (B, C_prev,
-    C_next), end (B, C) and the sentinel. A score is a sum of 2n terms (emissions with start,
-    transitions, end); with ``R`` the largest finite magnitude of a term, one that uses a -inf
-    potential is at most ``-sentinel + 2 n R`` and one that does not at least ``-2 n R``.
-    ``sentinel = 2**(1020 - bit_length(2 n + 2))`` keeps every sum of 2n sentinels finite, and
-    ``(n + 1) R < sentinel / 4`` (checked for float64 inputs; always true for narrower dtypes)
-    keeps the two apart: a final value below ``-sentinel / 2`` is exactly a -inf score.
-    """
-    sentinel = math.ldexp(1.0, 1020 - (2 * n + 2).bit_length())
-    f64 = torch.float64
-    ut = torch.nan_to_num_(u.to(f64, copy=True), neginf=-sentinel)
-    t64 = torch.nan_to_num(trans.to(f64), neginf=-sentinel)
-    end64 = torch.nan_to_num(end.to(f64), neginf=-sentinel)
-    if u.dtype == f64:
-        big = max(float(x.masked_fill(torch.isneginf(x), 0.0).abs().max()) for x in (u, trans, end))
-        if (n + 1) * big >= sentinel / 4:
-            raise ValueError(
-                f"kbest on factored chain potentials needs finite potentials of magnitude below "
-                f"{sentinel / 4 / (n + 1):.3g} for N = {n}; got {big:.3g}"
-            )
-    return ut, t64, end64, sentinel
 
 
 def lengths_of(plan: Plan) -> Tensor:

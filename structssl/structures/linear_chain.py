@@ -12,13 +12,11 @@ transitions (B, C, C) (a shared (C, C) matrix expanded), start and end (B, C)), 
 operation accepts without building the (B, N, C, C) tensor. Labels: (B, N) long, 0 at padded
 positions.
 Time O(B N C^2); memory O(B N C^2) for edge potentials, O(B N C + B C^2) factored
-(backpointers are O(B N C)). k-best on edge potentials is list Viterbi: time
-O(B N C^2 k log k), memory O(B N C k); on factored potentials it enumerates sidetracks of the
-backward max-plus tree: time O(B N C^2 + k B N C), memory O(B N C + k B N).
+(backpointers are O(B N C)). k-best enumerates sidetracks of the backward max-plus tree (both
+layouts): time O(B N C^2 + k B N C), memory O(B N C + k B N) (factored) or O(B N C^2) (edges).
 
-References: Rabiner (1989) for Viterbi and forward-backward; Seshadri and Sundberg (1994)
-for the list Viterbi algorithm; Eppstein (1998), "Finding the k shortest paths", for the
-heap-ordered tree of sidetracks.
+References: Rabiner (1989) for Viterbi and forward-backward; Eppstein (1998), "Finding the k
+shortest paths", for the heap-ordered tree of sidetracks behind the k-best.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ from structssl.semirings import Log, Semiring, SmoothMax
 from structssl.structures._chain_factored import (
     ChainPotentials,
     Plan,
+    edge_kbest,
     exp_space_exact,
     factored_kbest,
     factored_log_partition,
@@ -349,35 +348,7 @@ class LinearChain(Structure):
         if isinstance(potentials, ChainPotentials):
             return factored_kbest(potentials, k, Plan(lengths), potentials.emissions.shape[1])
         assert isinstance(potentials, Tensor)
-        b, n, c, _ = potentials.shape
-        dev = potentials.device
-        steps = potentials.unbind(1)
-        active = _active_steps(lengths, n)
-        identity = torch.arange(c * k, device=dev).expand(b, c * k)  # label * k + rank
-        alpha = potentials.new_full((b, c, k), float("-inf"))  # (B, C, k), best first
-        alpha[:, :, 0] = steps[0][:, 0, :]
-        backpointers = []
-        for t in range(1, n):
-            cand = alpha.unsqueeze(2) + steps[t].unsqueeze(-1)  # (B, C_prev, C_next, k)
-            cand = cand.transpose(1, 2).reshape(b, c, c * k)  # (B, C_next, C_prev * k)
-            top, arg = cand.topk(k, dim=2)  # prev index = i * k + r
-            arg = arg.reshape(b, c * k)
-            if active is not None:
-                alpha = torch.where(active[t].unsqueeze(2), top, alpha)
-                arg = torch.where(active[t], arg, identity)
-            else:
-                alpha = top
-            backpointers.append(arg)
-        final = alpha.reshape(b, c * k).topk(k, dim=1)  # (B, k) over (label, rank)
-        index = final.indices  # (B, k): label * k + rank
-        labels = [index // k]
-        for arg in reversed(backpointers):
-            index = arg.gather(1, index)  # (B, k)
-            labels.append(index // k)
-        out = torch.stack(labels[::-1], dim=2)  # (B, k, N)
-        # positions past each length repeat the last label (identity backpointers): zero them
-        valid = self.valid_mask(lengths, n).unsqueeze(1)  # (B, 1, N)
-        return torch.where(valid, out, 0), final.values
+        return edge_kbest(potentials, k, Plan(lengths), potentials.shape[1])
 
     # ------------------------------------------------------------------ parts
     def to_parts(
@@ -479,7 +450,15 @@ class LinearChain(Structure):
     def _score_k(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
         if isinstance(potentials, ChainPotentials):
             return _factored_score_k(potentials, labels, lengths)
-        return super()._score_k(potentials, labels, lengths)
+        # the k labelings' edges by one gather, not a k-fold copy of the (B, N, C, C) potentials
+        assert isinstance(potentials, Tensor)
+        b, k, n = labels.shape
+        c = self.num_labels
+        prev = torch.cat([labels.new_zeros(b, k, 1), labels[:, :, :-1]], dim=2)  # y_{-1} = 0
+        index = (prev * c + labels).transpose(1, 2)  # (B, N, k)
+        edge = potentials.reshape(b, n, c * c).gather(2, index)  # (B, N, k)
+        # where, not a product: padding may hold -inf
+        return torch.where(self.valid_mask(lengths, n).unsqueeze(2), edge, 0.0).sum(1)
 
     def _score(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
         if isinstance(potentials, ChainPotentials):
