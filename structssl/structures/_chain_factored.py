@@ -976,8 +976,11 @@ class _Sidetracks:
         self.rows = trans.reshape(-1, c)
         e, t = torch.arange(b, device=dev).unsqueeze(1), self.pos.unsqueeze(0)
         self.row_start = {2: 0 * e + 0 * t, 3: e * c + 0 * t, 4: (e * n + t) * c}[self.layout]
-        self.row_buf = trans.new_empty(b, n, c)  # a path's transition rows, reused
         self.losses = v.new_empty(b, n, c)  # minus a path's sidetrack losses, reused
+        # a path's transition rows, where they are not float64 already
+        self.row_buf = None if trans.dtype == v.dtype else trans.new_empty(b, n, c)
+        # no -inf, and no +inf / NaN in the padding of per-position transitions: no NaN loss
+        self.finite = bool(torch.isfinite(self.v).all()) and bool(torch.isfinite(trans).all())
         # host copies for following the tree (numpy has no bfloat16: promoted, as in torch)
         self.v_host = self.v.cpu().numpy()
         exact = trans.dtype in (torch.float32, torch.float64)
@@ -1030,12 +1033,17 @@ class _Sidetracks:
         torch.take(self.beta, self.beta_at + y[:-1] * b, out=bp[1:])  # beta_{t-1}(y_{t-1})
         bp = bp.t().masked_fill((self.pos <= after.unsqueeze(1)) | self.past, float("inf"))
         out, inf = self.losses, float("inf")
-        torch.index_select(self.rows, 0, prev.view(-1), out=self.row_buf.view(b * n, c))
-        self.row_buf[:, 0] = 0
-        torch.add(self.row_buf, self.v, out=out)
+        rows = out if self.row_buf is None else self.row_buf
+        torch.index_select(self.rows, 0, prev.view(-1), out=rows.view(b * n, c))
+        rows[:, 0] = 0
+        if rows is out:
+            out.add_(self.v)
+        else:
+            torch.add(rows, self.v, out=out)
         out.sub_(bp.unsqueeze(2))  # T[y_{t-1}, j] + v_t(j) - beta_{t-1}(y_{t-1})
-        # NaN where a label has no finite suffix (-inf - -inf), +inf only in padding: never taken
-        torch.nan_to_num_(out, nan=-inf, posinf=-inf, neginf=-inf)
+        if not self.finite:  # NaN where a label has no finite suffix (-inf - -inf), +inf only
+            # in padding: never taken
+            torch.nan_to_num_(out, nan=-inf, posinf=-inf, neginf=-inf)
         out.scatter_(2, y.t().unsqueeze(2), -inf)  # the path's own labels
         top = out.view(b, n * c).topk(kk, dim=1)
         return top.values.neg(), top.indices
