@@ -28,8 +28,13 @@ limits are in the same unit. ``--problems`` picks problems; ``--merge`` replaces
 problems (and the thesis sweep, unless ``--no-thesis``) in an existing JSON and keeps the other
 rows; every problem records the commit, clock, threads and load average of its own run.
 
+``--smoothing EPS:RHO ...`` adds nabla-SVM L-BFGS runs at other smoothings (a coarser surrogate
+converges in fewer evaluations, to an optimum farther from the hinge's), scored on the same
+hinge objective.
+
 Usage: python benchmarks/bench_qp_vs_nabla.py [--quick] [--out PATH] [--problems chain,conll,ocr]
        [--no-thesis] [--merge] [--clock wall|process] [--threads N] [--time-limit S]
+       [--smoothing EPS:RHO ...]
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -288,7 +293,10 @@ NABLA_STAGES = [(0.01, 1000.0, 150)]
 CONTINUATION = [(0.3, 10.0, 30), (0.1, 30.0, 30), (0.03, 100.0, 30), (0.01, 1000.0, 60)]
 
 
-def compare(p: Problem, quick: bool, time_limit: Optional[float] = None) -> dict:
+def compare(p: Problem, quick: bool, time_limit: Optional[float] = None,
+            smoothings: Sequence[tuple[float, float]] = ()) -> dict:
+    """Every method on ``p``; ``smoothings``: extra nabla-SVM L-BFGS runs at other (epsilon,
+    rho), the trade-off between a smoother surrogate and its optimum's distance to the hinge's."""
     tl = time_limit if time_limit is not None else (20.0 if quick else 90.0)
     big = p.fmap.dim > 5000
     methods: dict[str, Callable[[], tuple[Snapshots, dict]]] = {
@@ -301,6 +309,9 @@ def compare(p: Problem, quick: bool, time_limit: Optional[float] = None) -> dict
                                                    0.02 if not big else 0.005, 100 if quick else 400, None, tl),
         "perceptron_avg": lambda: run_perceptron(p, 10 if quick else 50),
     }
+    for eps, rho in smoothings:
+        methods[f"nabla_svm_lbfgs_eps{eps:g}_rho{rho:g}"] = (
+            lambda eps=eps, rho=rho: run_lbfgs(p, [(eps, rho, 150)], max_steps=150, time_limit=tl))
     results: dict[str, dict] = {}
     for name, fn in methods.items():
         print(f"[{p.name}] {name} ...", file=sys.stderr, flush=True)
@@ -465,7 +476,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=max(1, min(2, os.cpu_count() or 1)))
     ap.add_argument("--time-limit", type=float, default=None,
                     help="per-method limit in seconds (default 90, quick 20)")
+    ap.add_argument("--smoothing", nargs="*", default=[], metavar="EPS:RHO",
+                    help="extra nabla-SVM L-BFGS runs at these (epsilon, rho), e.g. 0.1:100 "
+                         "(methods nabla_svm_lbfgs_eps<EPS>_rho<RHO>)")
     args = ap.parse_args()
+    try:
+        smoothings = [(float(a), float(b)) for a, b in (x.split(":") for x in args.smoothing)]
+    except ValueError:
+        ap.error(f"--smoothing takes EPS:RHO pairs such as 0.1:100; got {args.smoothing}")
     wanted = [w.strip() for w in args.problems.split(",") if w.strip()]
     unknown = sorted(set(wanted) - {"chain", "conll", "ocr"})
     if unknown:
@@ -506,7 +524,7 @@ def main() -> None:
             if p is None:
                 continue
             info = run_info(args)
-            row = compare(p, args.quick, args.time_limit)
+            row = compare(p, args.quick, args.time_limit, smoothings)
             row["run"] = info
             result["problems"] = [q for q in result["problems"] if q["problem"] != p.name] + [row]
             save()  # incrementally: a cut-off run keeps the finished problems
