@@ -980,7 +980,9 @@ class _Sidetracks:
         # a path's transition rows, where they are not float64 already
         self.row_buf = None if trans.dtype == v.dtype else trans.new_empty(b, n, c)
         # no -inf, and no +inf / NaN in the padding of per-position transitions: no NaN loss
-        self.finite = bool(torch.isfinite(self.v).all()) and bool(torch.isfinite(trans).all())
+        # (one reduction each: a sum is finite only if every term is; an overflow to inf only
+        # sends a finite batch down the NaN pass too)
+        self.finite = math.isfinite(float(self.v.sum()) + float(trans.sum()))
         # host copies for following the tree (numpy has no bfloat16: promoted, as in torch)
         self.v_host = self.v.cpu().numpy()
         exact = trans.dtype in (torch.float32, torch.float64)
