@@ -901,8 +901,8 @@ def _sidetrack_kbest(u: Tensor, trans: Tensor, end: Tensor, k: int, plan: Plan, 
         src, r = parent[rows, slot], rank[rows, slot]
         flat = side_index[src, rows, r]
         at = flat // c
-        labels[q] = paths.branch(labels[src.cpu().numpy(), :, rows.cpu().numpy()].T,
-                                 at.cpu().numpy(), (flat % c).cpu().numpy())
+        src_h, at_h, label_h = torch.stack([src, at, flat % c]).cpu().numpy()  # one transfer
+        labels[q] = paths.branch(labels[src_h, :, paths.cols].T, at_h, label_h)
         lost[q] = loss
         # its sibling (the parent's next sidetrack) takes the slot; its first child slot q
         nxt = (r + 1).clamp(max=kk)
@@ -975,7 +975,10 @@ class _Sidetracks:
         # 0 has no previous label (its scores are in v) and reads row 0, then zeroed
         self.rows = trans.reshape(-1, c)
         e, t = torch.arange(b, device=dev).unsqueeze(1), self.pos.unsqueeze(0)
-        self.row_start = {2: 0 * e + 0 * t, 3: e * c + 0 * t, 4: (e * n + t) * c}[self.layout]
+        if self.layout == 2:
+            self.row_start = torch.zeros(b, n, dtype=torch.long, device=dev)
+        else:
+            self.row_start = e * c + 0 * t if self.layout == 3 else (e * n + t) * c
         self.losses = v.new_empty(b, n, c)  # minus a path's sidetrack losses, reused
         # a path's transition rows, where they are not float64 already
         self.row_buf = None if trans.dtype == v.dtype else trans.new_empty(b, n, c)

@@ -450,29 +450,17 @@ class LinearChain(Structure):
     def _score_k(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
         if isinstance(potentials, ChainPotentials):
             return _factored_score_k(potentials, labels, lengths)
-        # the k labelings' edges by one gather, not a k-fold copy of the (B, N, C, C) potentials
         assert isinstance(potentials, Tensor)
-        b, k, n = labels.shape
-        c = self.num_labels
-        prev = torch.cat([labels.new_zeros(b, k, 1), labels[:, :, :-1]], dim=2)  # y_{-1} = 0
-        index = (prev * c + labels).transpose(1, 2)  # (B, N, k)
-        edge = potentials.reshape(b, n, c * c).gather(2, index)  # (B, N, k)
-        # where, not a product: padding may hold -inf
-        return torch.where(self.valid_mask(lengths, n).unsqueeze(2), edge, 0.0).sum(1)
+        return _edge_score_k(potentials, labels, lengths)
 
     def _score(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
         if isinstance(potentials, ChainPotentials):
             return _factored_score(potentials, labels, lengths)
-        # gather instead of the dense dot product with one-hot parts: O(B N) not O(B N C^2)
         assert isinstance(potentials, Tensor)
-        b, n, c, _ = potentials.shape
+        b, n = potentials.shape[:2]
         if labels.shape != (b, n):
             raise ValueError(f"labels must have shape (B, N) = ({b}, {n}); got {tuple(labels.shape)}")
-        prev = torch.cat([labels.new_zeros(b, 1), labels[:, :-1]], dim=1)  # (B, N)
-        index = (prev * c + labels).unsqueeze(2)  # (B, N, 1)
-        edge = potentials.reshape(b, n, c * c).gather(2, index).squeeze(2)  # (B, N)
-        # where, not a product: padding may hold -inf
-        return torch.where(self.valid_mask(lengths, n), edge, 0.0).sum(1)
+        return _edge_score_k(potentials, labels.unsqueeze(1), lengths).squeeze(1)
 
     # ------------------------------------------------------------------ constrained decoding
     def constrain(
@@ -593,6 +581,19 @@ def _factored_score(potentials: ChainPotentials, labels: Tensor, lengths: Tensor
     if labels.shape != (b, n):
         raise ValueError(f"labels must have shape (B, N) = ({b}, {n}); got {tuple(labels.shape)}")
     return _factored_score_k(potentials, labels.unsqueeze(1), lengths).squeeze(1)
+
+
+def _edge_score_k(potentials: Tensor, labels: Tensor, lengths: Tensor) -> Tensor:
+    """Scores (B, k) of k labelings (B, k, N) of each example under edge potentials
+    (B, N, C, C), by one gather: O(B N k), not the dense dot product with one-hot parts, and
+    no copy of the potentials per labeling."""
+    b, k, n = labels.shape
+    c = potentials.shape[-1]
+    prev = torch.cat([labels.new_zeros(b, k, 1), labels[:, :, :-1]], dim=2)  # y_{-1} = 0
+    index = (prev * c + labels).transpose(1, 2)  # (B, N, k)
+    edge = potentials.reshape(b, n, c * c).gather(2, index)  # (B, N, k)
+    # where, not a product: padding may hold -inf
+    return torch.where(LinearChain.valid_mask(lengths, n).unsqueeze(2), edge, 0.0).sum(1)
 
 
 def _factored_score_k(potentials: ChainPotentials, labels: Tensor, lengths: Tensor) -> Tensor:
