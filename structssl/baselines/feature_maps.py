@@ -36,10 +36,11 @@ from torch import Tensor, nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
+from structssl.scorers.base import Scorer
 from structssl.structures.base import Potentials, Structure, as_tuple, positive_int
 from structssl.structures.linear_chain import LinearChain
 
-__all__ = ["JointFeatureMap", "ChainFeatureMap", "ScorerFeatureMap"]
+__all__ = ["JointFeatureMap", "ChainFeatureMap", "ScorerFeatureMap", "FeatureMapScorer"]
 
 
 class JointFeatureMap:
@@ -298,3 +299,44 @@ class ScorerFeatureMap(JointFeatureMap):
             (rows,) = torch.autograd.grad(scores, w0, grad_outputs=eye, is_grads_batched=True)
         assert rows.shape == (b, self.dim)
         return sp.csr_matrix(rows.detach().cpu().numpy())
+
+
+class FeatureMapScorer(Scorer):
+    """A joint feature map's linear model as a scorer: ``w`` (d,) as its one parameter.
+
+    The other direction of :class:`ScorerFeatureMap`: it lets the training procedures
+    (:mod:`structssl.training`, e.g. ``SupervisedModule`` with ``NablaSVMLoss``) fit exactly
+    the model and weight vector a QP baseline fits with the same ``feature_map``, so the two
+    are compared on one parametrisation (``benchmarks/bench_qp_vs_nabla.py``). Its potentials
+    are ``feature_map.potentials(weight, inputs, lengths)``, so ``structure.score(scorer(x),
+    y) = <weight, Psi(x, y)>`` and ``weight_norm_squared()`` is ``||w||^2`` (the feature map's
+    bias weights included, as in the QP's objective).
+
+    Args:
+        feature_map: the joint feature map (its ``structure`` is the procedure's).
+        init_std: the initial ``w`` ~ N(0, init_std^2) (0: ``w = 0``).
+        seed: seed of the initial draw (the same ``w`` for the same seed, whatever the
+            global RNG state).
+        dtype: dtype of ``w``.
+    """
+
+    def __init__(
+        self,
+        feature_map: JointFeatureMap,
+        init_std: float = 0.0,
+        seed: int = 0,
+        dtype: torch.dtype = torch.float64,
+    ) -> None:
+        super().__init__()
+        if not isinstance(feature_map, JointFeatureMap):
+            raise TypeError(f"feature_map must be a JointFeatureMap; got {type(feature_map).__name__}")
+        if not (isinstance(init_std, (int, float)) and math.isfinite(init_std) and init_std >= 0):
+            raise ValueError(f"init_std must be a finite number >= 0; got {init_std!r}")
+        self.feature_map = feature_map
+        generator = torch.Generator().manual_seed(int(seed))
+        weight = float(init_std) * torch.randn(feature_map.dim, generator=generator, dtype=torch.float64)
+        self.weight = nn.Parameter(weight.to(dtype))
+
+    def forward(self, inputs: Tensor, lengths: Optional[Tensor] = None) -> Potentials:
+        """The potentials of ``inputs`` under the current ``w``."""
+        return self.feature_map.potentials(self.weight, inputs, lengths)
