@@ -289,6 +289,43 @@ def test_sgd_optimizer_runs() -> None:
     _trainer(fast_dev_run=True).fit(module, _data(batch_size=4))
 
 
+class _StepValues(pl.Callback):
+    """Each training step's objective (the step's return value) and labeled batch size, and
+    the logged ``train/...`` values after each epoch."""
+
+    def __init__(self) -> None:
+        self.steps: list[list[tuple[float, int]]] = []
+        self.logged: list[dict[str, float]] = []
+
+    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+        self.steps.append([])
+
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.steps[-1].append((float(outputs["loss"]), int(batch["labeled"]["inputs"].shape[0])))
+
+    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+        self.logged.append({k: float(v) for k, v in trainer.callback_metrics.items()
+                            if k.startswith("train/")})
+
+
+def test_logged_training_values_are_the_epoch_means_of_the_steps() -> None:
+    """train/objective is the mean of the epoch's step objectives weighted by their labeled
+    examples (8 labeled in batches of 3, 3, 2), logged once per epoch; C, Cu and rho too."""
+    steps = _StepValues()
+    module = _module("transductive", "adam", C=2.0, Cu=0.5)
+    _trainer(max_epochs=3, callbacks=[steps], num_sanity_val_steps=0).fit(
+        module, _data(batch_size=3, unlabeled_batch_size=5, num_unlabeled=10, shuffle=False))
+    assert [[size for _, size in s] for s in steps.steps] == [[3, 3, 2]] * 3
+    for epoch, logged in zip(steps.steps, steps.logged):
+        weights = sum(size for _, size in epoch)
+        mean = sum(value * size for value, size in epoch) / weights
+        assert logged["train/objective"] == pytest.approx(mean, rel=1e-6)
+        assert logged["train/C"] == 2.0 and logged["train/Cu"] == 0.5
+        assert logged["train/rho"] == pytest.approx(10.0)
+        assert {"train/labeled_loss", "train/unlabeled_loss", "train/weight_norm_squared"} <= set(logged)
+    assert steps.logged[0]["train/objective"] != steps.logged[2]["train/objective"]
+
+
 def test_objective_scaling_matches_formula() -> None:
     dm = _data(num_unlabeled=10)
     module = _module("transductive", Cu=0.5, C=2.0)

@@ -355,6 +355,9 @@ class StructuredModule(pl.LightningModule):
         #: epoch's schedule was under way); saved in checkpoints
         self._previous_objective: Optional[float] = None
         self._epoch_track: dict[str, Any] = _new_epoch_track()
+        #: the epoch's weighted sums of the logged training values, and their weight
+        self._train_sums: Optional[Tensor] = None
+        self._train_size = 0
         self.automatic_optimization = False
         self._scorer_takes_lengths = _takes(scorer, "lengths")
         self._set_task(task or "sequence")
@@ -900,23 +903,44 @@ class StructuredModule(pl.LightningModule):
         size = num_examples(chunks)
         if self.tolerance is not None:
             self._track_step(terms.objective, size, opt, counts)
-        # sync_dist: the mean over processes (the values are already equal on every rank
-        # after the closure's all-reduce; a no-op on one process)
-        log = dict(on_step=False, on_epoch=True, batch_size=size, sync_dist=True)
-        self.log("train/objective", terms.objective.detach(), prog_bar=True, **log)
-        self.log("train/labeled_loss", terms.labeled_loss.detach(), **log)
-        self.log("train/unlabeled_loss", terms.unlabeled_loss.detach(), **log)
-        self.log("train/weight_norm_squared", terms.weight_norm_squared.detach(), **log)
-        self.log("train/C", self.current("C"), **log)
-        self.log("train/Cu", self.current("Cu"), **log)
-        if self._has_rho():
-            self.log("train/rho", self.current("rho"), **log)
+        self._log_train_values(terms, size, batch_idx)
         with torch.no_grad():
             for chunk in chunks:
                 self.train_metrics.update(
                     self.decode(chunk), chunk["labels"], lengths=chunk.get("lengths")
                 )
         return terms.objective.detach()
+
+    #: the values logged as ``train/<name>`` per epoch (``rho`` only with a loss that has one)
+    TRAIN_VALUES: ClassVar[tuple[str, ...]] = (
+        "objective", "labeled_loss", "unlabeled_loss", "weight_norm_squared", "C", "Cu", "rho",
+    )
+
+    def _log_train_values(self, terms: ObjectiveTerms, size: int, batch_idx: int) -> None:
+        """Log :attr:`TRAIN_VALUES` as their epoch means, weighted by each step's labeled
+        examples: summed on the device over the epoch's steps and logged once, at its last
+        step (a ``self.log`` per value and step took a third of a small mini-batch Adam step);
+        every step when the loader's length is unknown."""
+        values = torch.stack([
+            terms.objective.detach().double(), terms.labeled_loss.detach().double(),
+            terms.unlabeled_loss.detach().double(), terms.weight_norm_squared.detach().double(),
+            self.current_C, self.current_Cu, self.current_rho.nan_to_num(nan=self._final_rho),
+        ]) * size
+        total = self.trainer.num_training_batches
+        if not math.isfinite(total) or batch_idx == 0 or self._train_sums is None:
+            self._train_sums, self._train_size = values, size
+        else:
+            self._train_sums, self._train_size = self._train_sums + values, self._train_size + size
+        if math.isfinite(total) and batch_idx + 1 < total:
+            return
+        means = self._train_sums / self._train_size
+        # sync_dist: the mean over processes (the values are already equal on every rank
+        # after the closure's all-reduce; a no-op on one process)
+        log = dict(on_step=False, on_epoch=True, batch_size=self._train_size, sync_dist=True)
+        names = self.TRAIN_VALUES if self._has_rho() else self.TRAIN_VALUES[:-1]
+        for name, value in zip(names, means):
+            self.log(f"train/{name}", value, prog_bar=name == "objective", **log)
+        self._train_sums = None
 
     def _precondition(self, opt: Any, batch: Batch) -> None:
         """Give a :class:`PreconditionedLBFGS` its scales, from the labeled part of the first
