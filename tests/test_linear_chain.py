@@ -120,6 +120,28 @@ def test_linear_part_costs_shift_scores() -> None:
     torch.testing.assert_close(chain.score(potentials + costs, labels), expected)
 
 
+@pytest.mark.parametrize("scale", [1.0, 0.5, "per-example"])
+def test_cost_augmented_edges_add_the_hamming_parts(scale: object) -> None:
+    """On (B, N, C, C) edges the broadcast cost equals potentials + scale * hamming_potentials
+    (the parts definition), on -inf entries and padding too; every structure's scores move by
+    scale * Hamming."""
+    torch.manual_seed(0)
+    chain = LinearChain(3)
+    potentials = torch.randn(3, 5, 3, 3, dtype=torch.float64)
+    potentials[0, 2, 1, 0] = float("-inf")
+    target = torch.randint(0, 3, (3, 5))
+    lengths = torch.tensor([5, 3, 1])
+    factor = torch.tensor([1.0, 2.0, 0.25]) if scale == "per-example" else scale
+    got = chain.cost_augmented_potentials(potentials, target, lengths, factor)
+    view = factor.view(-1, 1, 1, 1) if isinstance(factor, torch.Tensor) else factor
+    expected = potentials + view * chain.hamming_potentials(target, lengths).double()
+    torch.testing.assert_close(got, expected)
+    labels = torch.randint(0, 3, (3, 5))
+    labels[0, 1] = 0  # not through the -inf edge (1 -> 0 at t = 2)
+    shift = chain.hamming(target, labels, lengths).double() * (factor if isinstance(factor, torch.Tensor) else factor)
+    torch.testing.assert_close(chain.score(got, labels, lengths) - chain.score(potentials, labels, lengths), shift)
+
+
 def test_against_torch_struct_and_pytorch_crf() -> None:
     torch_struct = pytest.importorskip("torch_struct")
     torchcrf = pytest.importorskip("torchcrf")

@@ -430,14 +430,13 @@ class LinearChain(Structure):
         lengths: Optional[Tensor] = None,
         scale: Union[float, Tensor] = 1.0,
     ) -> Potentials:
-        """``potentials + scale * Delta_hamming(target, .)``; on factored potentials the cost
-        goes to the emissions only (it does not depend on the previous label).
+        """``potentials + scale * Delta_hamming(target, .)``. The cost does not depend on the
+        previous label: on factored potentials it goes to the emissions, on (B, N, C, C) edges
+        it is broadcast over the previous label (no (B, N, C, C) cost tensor is built).
 
         ``scale``: a number, or (B,) per-example factors."""
-        if not isinstance(potentials, ChainPotentials):
-            return super().cost_augmented_potentials(potentials, target, lengths, scale)
-        emissions = potentials.emissions
-        b, n, c = emissions.shape
+        emissions = potentials.emissions if isinstance(potentials, ChainPotentials) else potentials
+        b, n, c = emissions.shape[0], emissions.shape[1], emissions.shape[-1]
         target, lengths = self._position_labels_and_lengths(target, lengths, "target")
         wrong = 1.0 - torch.nn.functional.one_hot(target, c).to(emissions.dtype)  # (B, N, C)
         wrong = wrong * self.valid_mask(lengths, n).unsqueeze(2)
@@ -445,7 +444,9 @@ class LinearChain(Structure):
             wrong = wrong * scale.to(emissions.dtype).view(-1, 1, 1)
         else:
             wrong = wrong * scale
-        return potentials._replace(emissions=emissions + wrong)
+        if isinstance(potentials, ChainPotentials):
+            return potentials._replace(emissions=emissions + wrong)
+        return potentials + wrong.unsqueeze(2)
 
     def _score_k(self, potentials: Potentials, labels: Tensor, lengths: Tensor) -> Tensor:
         if isinstance(potentials, ChainPotentials):
