@@ -29,7 +29,8 @@ Experiments (seed 001 ch. 7; the thesis's numbers are in ``shared/notes/thesis-d
   kernel). Per split, C (and the kernel's bandwidth, a factor of the median distance between
   points) is chosen by 5-fold cross-validation of nabla-SVM on the labeled points
   (``COIL_C_GRID``, ``COIL_SIGMA_FACTORS``), the SSL book's model selection, and used by every
-  method of that split.
+  method of that split. Side experiment (records ``nabla-TSVM+balance(w)``, no paper value):
+  nabla-TSVM with the label-balance safeguard at the weights ``COIL_BALANCE``.
 * ``time``: CPU time (``time.process_time``) of nabla-SVM vs nabla-TSVM with 5x unlabeled
   examples (Fig. 7.3's setting) vs the number of labeled CoNLL sentences, both stopped by the
   same convergence test (the procedures' ``tolerance``).
@@ -487,6 +488,10 @@ COIL_SPLITS = 12  # the SSL book's 12 splits per size, as the thesis
 COIL_FEATURES = 2000  # random Fourier features of the "rff" rows
 COIL_SCHEDULE = (30, 1, 5)  # L-BFGS iterations per epoch, warm-start epochs, K
 COIL_METHODS = {"nabla-SVM": 0.0, "nabla-TSVM": 1.0, "nabla-TSVM(Cu=0.1)": 0.1}  # name: C_u
+#: side experiment (no paper cell: the thesis uses no balancing): nabla-TSVM (C_u = 1) with
+#: the label-balance safeguard at these weights (``TransductiveModule(balance_weight=...)``,
+#: the class proportions of the labeled points), against the one-class collapse
+COIL_BALANCE = (1.0, 10.0, 100.0)
 #: model selection per split by COIL_FOLDS-fold cross-validation of nabla-SVM on the labeled
 #: points (the SSL book's protocol for its COIL baselines): C, and for the "rff" rows the
 #: kernel bandwidth as a factor of the median distance between points
@@ -510,17 +515,17 @@ class _Points(SemiSupervisedDataModule):
         return self._lists
 
 
-def _coil_fit(dm: Any, c: float, cu: float, seed: int, iters: int, warm: int, ramp: int
-              ) -> float:
+def _coil_fit(dm: Any, c: float, cu: float, seed: int, iters: int, warm: int, ramp: int,
+              **options: Any) -> float:
     """Error (%) on ``dm``'s test split of nabla-SVM / nabla-TSVM (C_u = ``cu``) with the
     labeled weight ``c``; 0/1 cost, smax over all 5 competing classes (the thesis's smax over
-    every ybar != y, not only the runner-up)."""
+    every ybar != y, not only the runner-up). ``options``: more procedure options."""
     from structssl.scorers import MultiClassScorer
 
     torch.manual_seed(seed)
     scorer = MultiClassScorer(6, input_dim=dm.input_dim, init_std=INIT_STD)
     module = nabla_module(MultiClass(6), scorer, "zero_one", cu, k=5, c=c,
-                          lbfgs_max_iter=iters, task="multiclass")
+                          lbfgs_max_iter=iters, task="multiclass", **options)
     return 100.0 * (1.0 - fit_nabla(module, dm, warm, ramp).test()["test/accuracy"])
 
 
@@ -546,7 +551,8 @@ def run_coil(quick: bool, records: list[dict[str, Any]]) -> None:
     sizes = (10,) if quick else (10, 100)
     for n in sizes:
         for features in ("linear", "rff"):
-            errors: dict[str, list[float]] = {name: [] for name in COIL_METHODS}
+            balanced = {f"nabla-TSVM+balance({weight:g})": weight for weight in COIL_BALANCE}
+            errors: dict[str, list[float]] = {name: [] for name in [*COIL_METHODS, *balanced]}
             chosen: list[dict[str, float]] = []
             for split in range(splits):
                 def module(factor: Optional[float]) -> Any:
@@ -570,6 +576,9 @@ def run_coil(quick: bool, records: list[dict[str, Any]]) -> None:
                 for name, cu in COIL_METHODS.items():
                     errors[name].append(_coil_fit(candidates[factor], c, cu, split, iters, warm,
                                                   ramp))
+                for name, weight in balanced.items():
+                    errors[name].append(_coil_fit(candidates[factor], c, 1.0, split, iters, warm,
+                                                  ramp, balance_weight=weight))
             for name, values in errors.items():
                 mean, std = mean_std(values)
                 extra: dict[str, Any] = dict(std=round(std, 4), features=features,
@@ -577,6 +586,8 @@ def run_coil(quick: bool, records: list[dict[str, Any]]) -> None:
                                              chosen_per_split=chosen)
                 if name == "nabla-TSVM":
                     extra.update(paper_value=PAPER_COIL[n][0], paper_source="seed 001 sec. 7.4.2")
+                if name in balanced:
+                    extra.update(side_experiment=True, balance_weight=balanced[name])
                 records.append(record(BENCH, f"coil/labeled={n}/{features}", f"structssl:{name}",
                                       "error", mean, "%", False, len(values), **extra))
                 print(f"coil n={n:3d} {features:6s} {name:18s} error {mean:5.2f} +- {std:4.2f}",
