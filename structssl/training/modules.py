@@ -355,6 +355,8 @@ class StructuredModule(pl.LightningModule):
         #: epoch's schedule was under way); saved in checkpoints
         self._previous_objective: Optional[float] = None
         self._epoch_track: dict[str, Any] = _new_epoch_track()
+        #: the losses' configured rho (``_init_rho`` of the procedures with smax losses)
+        self._final_rho = float("nan")
         #: the epoch's weighted sums of the logged training values, and their weight
         self._train_sums: Optional[Tensor] = None
         self._train_size = 0
