@@ -600,6 +600,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         if getattr(args, key, None) is None:
             setattr(args, key, value)
     mode = "quick" if args.quick else ("full-protocol" if args.full_protocol else "scaled")
+    if mode == "full-protocol" and "citations" in args.tasks and args.partitions < 5:
+        mode += f", {args.partitions} of 5 partitions"  # the paper's settings on fewer draws
     out = args.out or (Path(tempfile.gettempdir()) / f"{BENCH}_quick.json" if args.quick else RESULTS / f"{BENCH}.json")
     plot_dir = out.parent
     diagnostic_out = args.out or (out.parent / f"{BENCH}_diagnostic{'_quick' if args.quick else ''}.json")
