@@ -252,27 +252,24 @@ def fit(p: Problem, module: StructuredModule, max_epochs: int, time_limit: float
     return snapshots.snaps, info
 
 
-def nabla_svm(p: Problem, epsilon: float, rho: float, **options: Any) -> SupervisedModule:
-    """nabla-SVM (OP 7.2) on ``p``'s feature map from the seeded random start."""
-    return SupervisedModule(
-        structure=p.fmap.structure, scorer=FeatureMapScorer(p.fmap, INIT_STD),
-        loss=NablaSVMLoss(epsilon=epsilon, rho=rho), C=p.C, **options,
-    )
+def procedure(p: Problem, loss: nn.Module, cls: type = SupervisedModule, **options: Any) -> StructuredModule:
+    """A procedure learning ``p``'s feature-map weights from the seeded random start, with the
+    QP's ``C``."""
+    return cls(structure=p.fmap.structure, scorer=FeatureMapScorer(p.fmap, INIT_STD), loss=loss,
+               C=p.C, **options)
 
 
 def lbfgs(p: Problem, epsilon: float, rho: float, max_epochs: int, time_limit: float,
           tolerance: Optional[float] = None) -> tuple[Snapshots, dict]:
-    """nabla-SVM by full-batch L-BFGS: an epoch is 10 iterations (history 20)."""
-    module = nabla_svm(p, epsilon, rho, lbfgs_max_iter=LBFGS_ITER, lbfgs_history=20, tolerance=tolerance)
+    """nabla-SVM (OP 7.2) by full-batch L-BFGS."""
+    module = procedure(p, NablaSVMLoss(epsilon=epsilon, rho=rho), tolerance=tolerance, **LBFGS)
     return fit(p, module, max_epochs, time_limit)
 
 
 def adam(p: Problem, loss: nn.Module, lr: float, epochs: int, batch: Optional[int],
          time_limit: float) -> tuple[Snapshots, dict]:
     """``loss`` by Adam on mini-batches of ``batch`` sequences (``None``: full batch)."""
-    module = SupervisedModule(structure=p.fmap.structure, scorer=FeatureMapScorer(p.fmap, INIT_STD),
-                              loss=loss, C=p.C, optimizer="adam", lr=lr)
-    return fit(p, module, epochs, time_limit, batch_size=batch)
+    return fit(p, procedure(p, loss, optimizer="adam", lr=lr), epochs, time_limit, batch_size=batch)
 
 
 def run_perceptron(p: Problem, epochs: int) -> tuple[Snapshots, dict]:
@@ -317,6 +314,8 @@ def time_to(curve: list[tuple[float, float]], target: float) -> Optional[float]:
 NABLA_SMOOTHING = (0.01, 1000.0)
 #: L-BFGS iterations per epoch (one step of the old loop); the comparison runs at most 150 epochs
 LBFGS_ITER = 10
+#: the full-batch L-BFGS of the gradient methods: an epoch is LBFGS_ITER iterations, history 20
+LBFGS: dict[str, Any] = {"lbfgs_max_iter": LBFGS_ITER, "lbfgs_history": 20}
 
 
 def compare(p: Problem, quick: bool, time_limit: Optional[float] = None,
@@ -382,11 +381,9 @@ def thesis_setting(quick: bool) -> dict:
         s, info = lbfgs(p, *NABLA_SMOOTHING, 150, 300.0, tolerance=1e-4)
         row["nabla_svm_s"] = info["fit_time_s"]
         row["nabla_svm_acc"] = accuracy(p, s[-1][1])
-        tsvm = TransductiveModule(
-            structure=p.fmap.structure, scorer=FeatureMapScorer(p.fmap, INIT_STD),
-            loss=NablaSVMLoss(*NABLA_SMOOTHING), unlabeled_loss=NablaTSVMLoss(rho=NABLA_SMOOTHING[1]),
-            C=p.C, Cu=0.1 * p.C, lbfgs_max_iter=LBFGS_ITER, lbfgs_history=20, tolerance=1e-4,
-        )
+        tsvm = procedure(p, NablaSVMLoss(*NABLA_SMOOTHING), TransductiveModule,
+                         unlabeled_loss=NablaTSVMLoss(rho=NABLA_SMOOTHING[1]), Cu=0.1 * p.C,
+                         tolerance=1e-4, **LBFGS)
         s, info = fit(p, tsvm, 150, 300.0, unlabeled=un)
         row["nabla_tsvm_s"] = info["fit_time_s"]
         row["nabla_tsvm_acc"] = accuracy(p, s[-1][1])

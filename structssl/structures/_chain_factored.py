@@ -859,10 +859,11 @@ def edge_kbest(potentials: Tensor, k: int, plan: Plan, n_total: int) -> tuple[Te
     folded into each example's last edge): :func:`factored_kbest`'s search with per-position
     transitions ``potentials[:, t]``, emissions 0 but at the first position, end 0."""
     b, _, c, _ = potentials.shape
-    u = potentials.new_zeros(plan.n, c, b)
+    f64 = torch.float64  # the search's dtype: no second copy of u and end
+    u = potentials.new_zeros(plan.n, c, b, dtype=f64)
     u[0] = plan.sort(potentials[:, 0, 0]).t()
-    return _sidetrack_kbest(u, plan.sort(potentials[:, : plan.n]), potentials.new_zeros(b, c), k,
-                            plan, n_total)
+    return _sidetrack_kbest(u, plan.sort(potentials[:, : plan.n]), potentials.new_zeros(b, c, dtype=f64),
+                            k, plan, n_total)
 
 
 def _sidetrack_kbest(u: Tensor, trans: Tensor, end: Tensor, k: int, plan: Plan, n_total: int
@@ -978,7 +979,7 @@ class _Sidetracks:
         if self.layout == 2:
             self.row_start = torch.zeros(b, n, dtype=torch.long, device=dev)
         else:
-            self.row_start = e * c + 0 * t if self.layout == 3 else (e * n + t) * c
+            self.row_start = (e * c).expand(b, n) if self.layout == 3 else (e * n + t) * c
         self.losses = v.new_empty(b, n, c)  # minus a path's sidetrack losses, reused
         # a path's transition rows, where they are not float64 already
         self.row_buf = None if trans.dtype == v.dtype else trans.new_empty(b, n, c)

@@ -436,7 +436,7 @@ class LinearChain(Structure):
 
         ``scale``: a number, or (B,) per-example factors."""
         emissions = potentials.emissions if isinstance(potentials, ChainPotentials) else potentials
-        b, n, c = emissions.shape[0], emissions.shape[1], emissions.shape[-1]
+        n, c = emissions.shape[1], emissions.shape[-1]
         target, lengths = self._position_labels_and_lengths(target, lengths, "target")
         wrong = 1.0 - torch.nn.functional.one_hot(target, c).to(emissions.dtype)  # (B, N, C)
         wrong = wrong * self.valid_mask(lengths, n).unsqueeze(2)
