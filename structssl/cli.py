@@ -134,7 +134,8 @@ def _predict(argv: Sequence[str]) -> int:
         prog="structssl predict",
         description="Tag a file with a trained sequence tagger. The output has one "
         "'token<TAB>tag' line per token and a blank line after each sentence, in the input's "
-        "order; --confidence adds the marginal probability of each tag, --kbest K the tags of "
+        "order (a -DOCSTART- line comes back as '-DOCSTART-<TAB>O' and a blank line); "
+        "--confidence adds the marginal probability of each tag, --kbest K the tags of "
         "the 2nd..K-th best taggings. An input that carries tags in the training layout is "
         "also scored.",
     )
@@ -149,7 +150,9 @@ def _predict(argv: Sequence[str]) -> int:
         help="sentences to tag: one token per line (other columns allowed), blank line between "
         "sentences",
     )
-    parser.add_argument("--output", type=str, required=True, help="where the predictions go")
+    parser.add_argument("--output", type=str, required=True,
+                        help="where the predictions go; '-': standard output (the summary line "
+                        "then goes to standard error)")
     parser.add_argument("--confidence", type=bool, default=False,
                         help="add each tag's marginal probability as a third column")
     parser.add_argument("--kbest", type=int, default=1,
@@ -162,19 +165,34 @@ def _predict(argv: Sequence[str]) -> int:
 
     from structssl.predict import Tagger
 
-    if Path(cfg.output).resolve() == Path(cfg.input).resolve():
+    # `--output -`: the predictions go to standard output (in UTF-8, as a file's) and the
+    # summary line to standard error, so that stdout holds the predictions alone
+    to_stdout = cfg.output == "-"
+    if not to_stdout and Path(cfg.output).resolve() == Path(cfg.input).resolve():
         print(f"structssl predict: --output must differ from --input ({cfg.input})", file=sys.stderr)
         return 2
+    if to_stdout and (sys.stdout.encoding or "").replace("_", "-").lower() not in ("utf-8", "utf8"):
+        reconfigure = getattr(sys.stdout, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(encoding="utf-8")
     try:
         tagger = Tagger.load(cfg.model, batch_size=cfg.batch_size)
-        summary = tagger.tag_file(cfg.input, cfg.output, confidence=cfg.confidence,
-                                  kbest=cfg.kbest, encoding=cfg.encoding)
+        summary = tagger.tag_file(cfg.input, sys.stdout if to_stdout else cfg.output,
+                                  confidence=cfg.confidence, kbest=cfg.kbest,
+                                  encoding=cfg.encoding)
+    except BrokenPipeError:
+        # `--output - | head`: the reader stopped; no traceback, and none at exit's flush
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
     except (FileNotFoundError, ValueError) as err:
         # a missing or bad checkpoint or input file, as `structssl fit` reports its data errors
         print(f"structssl predict: {err}", file=sys.stderr)
         return 2
     line = (f"tagged {summary['sentences']} sentences ({summary['tokens']} tokens) of "
-            f"{cfg.input} -> {cfg.output}")
+            f"{cfg.input} -> {'standard output' if to_stdout else cfg.output}")
     scores = [f"{k} {summary[k]:.4f}" for k in ("span_f1", "token_accuracy") if k in summary]
     if scores:
         line += "; against the input's tags: " + ", ".join(scores)
@@ -184,7 +202,7 @@ def _predict(argv: Sequence[str]) -> int:
                  f"{summary['unseen_tags']})")
     if "not_scored" in summary:
         line += f"; not scored against the input's tags: {summary['not_scored']}"
-    print(line)
+    print(line, file=sys.stderr if to_stdout else sys.stdout)
     return 0
 
 
@@ -293,6 +311,7 @@ def _cli_class() -> Any:
                 )
 
         def after_fit(self) -> None:
+            self._report_best()
             if not self._sub().get("test_after_fit"):
                 return
             splits = getattr(self.datamodule, "splits", None)
@@ -304,10 +323,27 @@ def _cli_class() -> Any:
             from structssl.training.checkpointing import BestCheckpoint
 
             best = next((cb.best_model_path for cb in self.trainer.checkpoint_callbacks
-                         if isinstance(cb, BestCheckpoint) and cb.best_model_path), None)
+                         if isinstance(cb, BestCheckpoint) and cb.monitor and cb.best_model_path), None)
             if best:
                 print(f"test_after_fit: testing the best dev checkpoint {best}")
             self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
+
+        def _report_best(self) -> None:
+            """One line after fit: which epoch ``best.ckpt`` holds and its dev score (or that it
+            is the last epoch's model, without dev examples)."""
+            import torch
+
+            from structssl.training.checkpointing import BestCheckpoint
+
+            cb = next((c for c in self.trainer.checkpoint_callbacks if isinstance(c, BestCheckpoint)), None)
+            if cb is None or not cb.best_model_path or not self.trainer.is_global_zero:
+                return
+            epoch = torch.load(cb.best_model_path, map_location="cpu", weights_only=False).get("epoch")
+            if cb.monitor and cb.best_model_score is not None:
+                print(f"best dev {cb.monitor} {float(cb.best_model_score):.4f} at epoch {epoch}: "
+                      f"{cb.best_model_path}")
+            else:
+                print(f"no dev examples: {cb.best_model_path} holds the last epoch's model (epoch {epoch})")
 
     class StructSSLSaveConfig(SaveConfigCallback):
         """Lightning's config save, which never replaces a file it did not write: with a
@@ -457,11 +493,26 @@ def cli_main(args: Optional[Sequence[str]] = None, run: bool = True) -> Any:
         )
 
 
+def _one_line_warning(message: Any, category: type, filename: str, lineno: int, line: Optional[str] = None) -> str:
+    """Warnings of the command as ``UserWarning: message`` lines, without the source file and
+    line of the library code that raised them (``warnings.formatwarning``'s default)."""
+    return f"{category.__name__}: {message}\n"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``structssl`` command: ``predict``, ``baselines``, ``regression``,
     ``clustering``, ``demo`` (each parsed by its own jsonargparse parser, ``structssl
     SUBCOMMAND --help``) or a LightningCLI subcommand (``fit``, ``validate``, ``test``).
-    Returns the exit status."""
+    Warnings print as one line each. Returns the exit status."""
+    default_format = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
+    try:
+        return _main(argv)
+    finally:
+        warnings.formatwarning = default_format
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         _print_help()

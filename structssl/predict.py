@@ -14,10 +14,17 @@ token lists or files::
 Output files (``structssl predict`` / :meth:`Tagger.tag_file`): one ``token<TAB>tag`` line per
 token, a blank line after each sentence, in the input's order, tags in the training file's
 scheme; ``confidence`` adds the marginal probability of each predicted tag, ``kbest`` adds the
-tags of the 2nd .. k-th best tag sequences (``-`` where a short sentence has fewer). When the
-input file carries tags in the training layout they are ignored for tagging, and the span F1 /
+tags of the 2nd .. k-th best tag sequences (``-`` where a short sentence has fewer). Each
+``-DOCSTART-`` line of the input (a document boundary, CoNLL-2003 style) comes back at its place
+as ``-DOCSTART-<TAB>O`` (``-`` in the confidence and k-best columns) and a blank line, so that a
+well-formed input and its predictions have the same number of lines (``paste``, conlleval).
+The output is a file (UTF-8) or a text stream (``structssl predict --output -``: standard
+output). When the input file carries tags in the training layout (the training file's column
+count; a CoNLL-U file for a CoNLL-U model) they are ignored for tagging, and the span F1 /
 token accuracy against them is reported; tags the model never saw count as errors (and are
-listed), and tags that cannot be read (e.g. another scheme) are named instead of a score.
+listed), and tags that cannot be read (e.g. another scheme) are named instead of a score. An
+input with fewer columns (the token alone, or the training layout without its tag column) is
+only tagged.
 
 Only sequence-tagging models predict this way (those trained on
 :class:`~structssl.data.CoNLLDataModule`); other checkpoints get a clear error.
@@ -26,16 +33,18 @@ Only sequence-tagging models predict this way (those trained on
 from __future__ import annotations
 
 import importlib
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Optional, TextIO, Union
 from typing import Sequence as Seq
 
 import torch
 
 from structssl.data.batch import collate_sequences, pad_sequences
-from structssl.data.paths import DecodingError
+from structssl.data.formats.conll import DOCSTART, looks_conllu
+from structssl.data.paths import DecodingError, iter_lines
 from structssl.data.records import Sequence
 from structssl.data.tag_schemes import to_bio
 from structssl.data.tagging import TagColumnError, TaggingFormat
@@ -68,6 +77,52 @@ def _looks_utf8(path: Path) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _reads_conllu(reader: TaggingFormat, path: Path) -> bool:
+    """Whether ``reader`` reads ``path`` as CoNLL-U (as :meth:`TaggingFormat.read_tokens` and
+    ``read_labeled`` decide: a model not forced to plain columns, a file that looks like one)."""
+    return reader.layout != "columns" and looks_conllu(path, reader.encoding)
+
+
+def _first_column_count(reader: TaggingFormat, path: Path) -> Optional[int]:
+    """The column count of the first token line of a column file (blank and ``-DOCSTART-``
+    lines skipped, as the reader does), split as ``reader`` splits it; ``None``: no token line."""
+    for _, line in iter_lines(path, reader.encoding):
+        if not line.strip():
+            continue
+        cols = line.split(reader.separator)
+        if cols[0] != DOCSTART:
+            return len(cols)
+    return None
+
+
+def _has_tag_column(reader: TaggingFormat, path: Path) -> bool:
+    """Whether ``path`` has the training layout's tag column, so that its tags can be scored:
+    a CoNLL-U file for a CoNLL-U model, else the training file's column count on its first
+    token line. Other files (the token alone, the training layout without its tag column, a
+    CoNLL-U model's token-per-line file) are never read for tags: they are tagged (or refused
+    by :meth:`TaggingFormat.read_tokens`), without the confusing "not scored" note they used to
+    get. Checkpoints that do not know the training file's column count (before 2026-11-25)
+    try to read the tags, as before."""
+    if _reads_conllu(reader, path):
+        return True
+    if reader.layout == "conllu":
+        return False  # a CoNLL-U model's file in another layout holds the token alone
+    if reader.num_columns is None:
+        return True
+    return _first_column_count(reader, path) == reader.num_columns
+
+
+def _docstart_lines(reader: TaggingFormat, path: Path) -> list[int]:
+    """The 1-based numbers of the ``-DOCSTART-`` lines the reader takes as document boundaries
+    (a first column ``-DOCSTART-``; none in a file read as CoNLL-U, whose reader skips them)."""
+    if _reads_conllu(reader, path):
+        return []
+    return [
+        number for number, line in iter_lines(path, reader.encoding)
+        if DOCSTART in line and line.split(reader.separator)[0] == DOCSTART
+    ]
 
 
 def load_model(path: PathLike, map_location: str = "cpu") -> Any:
@@ -268,7 +323,7 @@ class Tagger:
     def tag_file(
         self,
         input: PathLike,
-        output: PathLike,
+        output: Union[PathLike, TextIO],
         confidence: bool = False,
         kbest: int = 1,
         encoding: Optional[str] = None,
@@ -278,7 +333,8 @@ class Tagger:
         Args:
             input: the file to tag (the training files' columns; the token alone per line, or
                 with its tag in the training layout).
-            output: where the predictions go (UTF-8).
+            output: where the predictions go: a path (written in UTF-8, its folder created), or
+                a writable text stream such as ``sys.stdout`` (``structssl predict --output -``).
             confidence: add each tag's marginal probability.
             kbest: add the 2nd .. k-th best taggings.
             encoding: the input's text encoding (default: the training files').
@@ -287,11 +343,15 @@ class Tagger:
             ``{"sentences": ..., "tokens": ...}``, plus ``span_f1`` / ``token_accuracy``
             against the input's tags when it carries tags in the training layout (with
             ``unseen_tags``, those outside the model's tag set, counted as errors), or
-            ``not_scored``, why the tags it carries could not be scored.
+            ``not_scored``, why the tags it carries could not be scored. An input without the
+            training layout's column count (e.g. the token alone) gets neither.
 
         Raises:
             FileNotFoundError: ``input`` does not exist.
             ValueError: a malformed input (file and line).
+
+        ``-DOCSTART-`` lines of the input are written back at their place (module docstring);
+        they used to be dropped, so the output had fewer lines than the input.
         """
         input = Path(input)
         if not input.is_file():
@@ -309,20 +369,21 @@ class Tagger:
         try:
             gold, not_scored = self._gold(reader, input)  # the sentences with their tags
             sentences = gold if gold is not None else reader.read_tokens(input)
+            docstarts = _docstart_lines(reader, input)
         except DecodingError as err:
             raise DecodingError(f"{err} (pass the input's encoding: --encoding / encoding=)") from None
         predictions = self.predict(sentences, confidence=confidence, kbest=kbest)
-        output = Path(output)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with open(output, "w", encoding="utf-8") as f:
-            for sent in predictions:
-                for t, (token, tag) in enumerate(zip(sent.tokens, sent.tags)):
-                    cols = [token, tag]
-                    if sent.confidence is not None:
-                        cols.append(f"{sent.confidence[t]:.4f}")
-                    cols += [alt[t] if alt is not None else "-" for alt in sent.alternatives]
-                    f.write("\t".join(cols) + "\n")
-                f.write("\n")
+        # a -DOCSTART- line: the token, "O", and "-" in the confidence and k-best columns
+        docstart = "\t".join([DOCSTART, "O"] + ["-"] * (int(confidence) + kbest - 1)) + "\n\n"
+        starts = [s.line for s in sentences]
+        if isinstance(output, (str, os.PathLike)):
+            path = Path(output)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                self._write(f, predictions, starts, docstarts, docstart)
+        else:  # a text stream (sys.stdout for `--output -`)
+            self._write(output, predictions, starts, docstarts, docstart)
+            output.flush()
         summary: dict[str, Any] = {
             "sentences": len(predictions),
             "tokens": sum(len(s.tokens) for s in predictions),
@@ -334,15 +395,44 @@ class Tagger:
         return summary
 
     @staticmethod
+    def _write(
+        f: TextIO, predictions: list[TaggedSentence], starts: list[int], docstarts: list[int],
+        docstart: str,
+    ) -> None:
+        """Write the predictions (``starts``: each sentence's first line in the input) with the
+        input's ``-DOCSTART-`` lines (their numbers ``docstarts``, written as ``docstart``) in
+        the input's order: before the first sentence that starts after them, or at the end."""
+        pending = iter(docstarts)
+        next_docstart = next(pending, None)
+        for sent, start in zip(predictions, starts):
+            while next_docstart is not None and next_docstart < start:
+                f.write(docstart)
+                next_docstart = next(pending, None)
+            for t, (token, tag) in enumerate(zip(sent.tokens, sent.tags)):
+                cols = [token, tag]
+                if sent.confidence is not None:
+                    cols.append(f"{sent.confidence[t]:.4f}")
+                cols += [alt[t] if alt is not None else "-" for alt in sent.alternatives]
+                f.write("\t".join(cols) + "\n")
+            f.write("\n")
+        while next_docstart is not None:
+            f.write(docstart)
+            next_docstart = next(pending, None)
+
+    @staticmethod
     def _gold(
         reader: TaggingFormat, path: Path
     ) -> tuple[Optional[list[Sequence]], Optional[str]]:
         """The input's sentences with their (BIO) tags when it has the training layout's tag
         column; else ``None`` and, for a tag column that cannot be read, the reason. A file
         that cannot be decoded, or whose tag column holds no tags of the model (a sentence per
-        line read as columns), raises."""
+        line read as columns), raises. Files without the training layout's column count
+        (:func:`_has_tag_column`) are not read for tags: ``(None, None)``, no reason (they used
+        to get one, e.g. "expected a CoNLL-U file" for the token alone per line)."""
         from structssl.data.formats.conll import NoTagColumnError
 
+        if not _has_tag_column(reader, path):
+            return None, None  # untagged input: nothing to score against
         try:
             return reader.read_labeled(path, unknown_tags=True), None
         except NoTagColumnError:

@@ -92,3 +92,20 @@ def test_utf8_byte_order_mark_is_not_part_of_the_first_line(tmp_path: Path, enco
     inner = tmp_path / "inner.txt"
     inner.write_bytes("a\n\ufeffb\n".encode("utf-8"))
     assert list(iter_lines(inner, encoding)) == [(1, "a"), (2, "\ufeffb")]
+
+
+def test_utf16_files_are_read_and_named_when_read_as_utf8(tmp_path: Path) -> None:
+    """UTF-16 writes a newline in two bytes: lines cannot be split before decoding (every line
+    after the first failed with "truncated data"). Read as UTF-8, the error says which encoding
+    the byte-order mark names."""
+    path = tmp_path / "u.txt"
+    path.write_text("Málaga B-LOC\r\n\nAna O\n", encoding="utf-16")
+    assert list(iter_lines(path, "utf-16")) == [(1, "Málaga B-LOC"), (2, ""), (3, "Ana O")]
+    with pytest.raises(DecodingError, match=re.escape(
+            f"{path}:1: expected utf-8 text; invalid start byte at byte 0 (the file starts with a "
+            "UTF-16 byte-order mark: its encoding is utf-16)")):
+        list(iter_lines(path))
+    broken = tmp_path / "b.txt"
+    broken.write_bytes("a\nb\n".encode("utf-16-le") + b"\x00\xd8")  # a lone surrogate at the end
+    with pytest.raises(DecodingError, match=re.escape(f"{broken}:")):
+        list(iter_lines(broken, "utf-16-le"))

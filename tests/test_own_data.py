@@ -208,8 +208,9 @@ def test_dev_and_test_tags_outside_the_training_file_join_the_tag_set(tmp_path: 
     (tmp_path / "e.conll").write_text("Ana B-PER\nvio O\nla O\nONU B-ORG\n\n")
     dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=str(tmp_path / "d.conll"),
                          test_file=str(tmp_path / "e.conll"))
-    with pytest.warns(UserWarning, match=r"4 tag\(s\) of the dev / test files are not in the "
-                      r"training file .*t\.conll: B-LOC, I-LOC, B-ORG, I-ORG; they join"):
+    with pytest.warns(UserWarning, match=r"2 tag\(s\) of the dev / test files are not in the "
+                      r"training file .*t\.conll: 'B-LOC' at .*d\.conll:2, 'B-ORG' at .*e\.conll:4; "
+                      r"they join the tag set \(B-LOC, I-LOC, B-ORG, I-ORG in BIO\)"):
         dm.setup()
     assert dm.tags == ("O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER")
     assert dm.format.untrained_tags == ("B-LOC", "I-LOC", "B-ORG", "I-ORG")
@@ -222,9 +223,84 @@ def test_plain_dev_tags_outside_the_training_file(tmp_path: Path) -> None:
     (tmp_path / "d.conll").write_text("El DT\nperro NN\n! SYM\n\n")
     dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=str(tmp_path / "d.conll"),
                          test_file=None)
-    with pytest.warns(UserWarning, match=r"1 tag\(s\) .*: SYM; they join"):
+    with pytest.warns(UserWarning, match=r"1 tag\(s\) .*: 'SYM' at .*d\.conll:3; they join the tag "
+                      r"set \(SYM\)"):
         dm.setup()
     assert dm.tags == ("DT", "NN", "SYM", "VB") and dm.format.untrained_tags == ("SYM",)
+
+
+def test_dev_tags_outside_the_training_file_are_named_in_the_file_scheme(tmp_path: Path) -> None:
+    """A BIOES dev file's new tag is named as the file writes it, at its line (not only by the
+    BIO tags it becomes)."""
+    (tmp_path / "t.conll").write_text("El O\nAna S-PER\n\nLa O\nAna B-PER\nRuiz E-PER\n\n")
+    (tmp_path / "d.conll").write_text("El O\nMadrid S-LOC\n\nLa O\nONU S-ORG\n\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=str(tmp_path / "d.conll"),
+                         test_file=None)
+    with pytest.warns(UserWarning, match=r": 'S-LOC' at .*d\.conll:2, 'S-ORG' at .*d\.conll:5; "
+                      r"they join the tag set \(B-LOC, I-LOC, B-ORG, I-ORG in BIO\)"):
+        dm.setup()
+
+
+def test_a_few_stray_tags_in_a_span_file_are_named_not_read_as_plain(tmp_path: Path) -> None:
+    """One typo (``PER``, ``b-LOC``) among BIO tags made the whole file "plain" (no span F1, no
+    well-formed decoding) with no word said; now fit stops at the first one, and
+    ``tag_scheme="plain"`` still reads such a file on purpose."""
+    sentences = "".join("Ana B-PER\nRuiz I-PER\nvive O\nen O\nMadrid B-LOC\n\n" for _ in range(10))
+    for typo in ("PER", "b-LOC"):
+        (tmp_path / "t.conll").write_text(sentences + f"Ana {typo}\nvive O\n\n")
+        dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None)
+        with pytest.raises(ValueError, match=rf"t\.conll:61: expected a span tag \(O, B-X, I-X, E-X, "
+                           rf"S-X, L-X or U-X\) like the file's other tags; got '{typo}', one of 1 .*"
+                           r"--data\.tag_scheme plain"):
+            dm.setup()
+        dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                             tag_scheme="plain")
+        dm.setup()
+        assert dm.format.scheme == "plain" and typo in dm.tags
+
+
+@pytest.mark.parametrize(
+    "tags, stray",
+    [
+        ([["B-PER", "I-PER", "O"] * 10, ["PER", "O"]], [(1, 0)]),
+        ([["O", "b-LOC"], ["B-LOC", "I-LOC", "S-ORG"] * 7], [(0, 1)]),
+        ([["B-PER", "I-PER", "O"] * 9, ["PER", "O"]], []),  # 1 in 18 span tags: a plain tag set
+        ([["DT", "NN", "VB"], ["DT", "B-X"]], []),  # part-of-speech tags with one B-like tag
+        ([["O", "KEY", "O"]], []),  # plain tags that are O and one other: no span tag at all
+        ([["B-PER", "I-PER"]], []),
+    ],
+)
+def test_stray_tags(tags: list[list[str]], stray: list[tuple[int, int]]) -> None:
+    from structssl.data.tag_schemes import stray_tags
+
+    assert stray_tags(tags) == stray
+
+
+def test_a_backslash_t_separator_is_a_tab_and_tab_files_get_a_hint(tmp_path: Path) -> None:
+    """``--data.separator '\\t'`` reaches the module as backslash + t; tokens with a space in a
+    tab-separated file read on whitespace get a hint at the separator option."""
+    (tmp_path / "t.conll").write_text("Los Angeles\tB-LOC\nvive\tO\n\nAna\tB-PER\n\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None)
+    with pytest.raises(ValueError, match=r"t\.conll:2: expected 3 columns separated by whitespace; got "
+                       r"2: .* \(the line holds tabs: .*separator='\\t'"):
+        dm.setup()
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         separator="\\t")
+    dm.setup()
+    assert dm.format.separator == "\t" and dm.tags == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
+
+
+def test_fit_names_the_encoding_option_on_a_decoding_error(tmp_path: Path) -> None:
+    (tmp_path / "t.conll").write_bytes("El O\nMálaga B-LOC\n\n".encode("latin-1"))
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None)
+    with pytest.raises(ValueError, match=r"t\.conll:2: expected utf-8 text; .*\(pass the files' "
+                       r"encoding: --data\.encoding / encoding=\)"):
+        dm.setup()
+    (tmp_path / "u.conll").write_text("El O\nMálaga B-LOC\n\nAna B-PER\n\n", encoding="utf-16")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "u.conll"), dev_file=None, test_file=None,
+                         encoding="utf-16")
+    dm.setup()
+    assert dm.tags == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
 
 
 def test_dev_file_in_another_layout_is_refused(tmp_path: Path) -> None:
@@ -835,7 +911,8 @@ def test_predict_input_with_a_sentence_per_line_gets_a_hint(
     out = tmp_path / "pred.conll"
     assert main(["predict", "--model", str(run_dir), "--input", str(text), "--output", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"structssl predict: {text}:2: expected 6 columns separated by whitespace; got 9")
+    assert err.startswith(f"structssl predict: {text}:1: expected 1 (the token alone) or the training "
+                          "file's 2 columns; got 6")
     assert err.endswith("is this a sentence per line?)") and "\n" not in err
     assert not out.exists()
 
@@ -993,6 +1070,39 @@ def test_unlabeled_file_with_a_sentence_per_line_is_refused(tmp_path: Path) -> N
     with pytest.raises(ValueError, match=r"u\.txt:1: expected 1 \(the token alone\) or the training "
                                          r"file's 2 columns; got 4"):
         dm.setup()
+
+
+def test_a_sentence_per_line_is_named_at_its_first_line(tmp_path: Path) -> None:
+    """Lines of different lengths: the error names the allowed layouts at line 1, not "expected
+    N columns" with N the first sentence's word count."""
+    (tmp_path / "t.conll").write_text("El DT O\nGrupo NC B-ORG\n\n")
+    (tmp_path / "u.txt").write_text("La ONU habla hoy de nuevo\nAna vive en Madrid\n")
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
+                         unlabeled_file=str(tmp_path / "u.txt"))
+    with pytest.raises(ValueError, match=r"u\.txt:1: expected 1 \(the token alone\) or the training "
+                                         r"file's 3 \(or 2 without its tag column\) columns; got 6 "
+                                         r"\(files hold one token per line"):
+        dm.setup()
+
+
+def test_fit_without_dev_into_an_earlier_run_replaces_its_best_checkpoint(
+    corpus: dict[str, Any], capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run without dev used to leave the earlier run's ``best.ckpt``, which ``predict`` then
+    read; now ``best.ckpt`` is the last epoch's model, and fit says which model it holds."""
+    root = corpus["root"]
+    out = _fit(root, "NODEV", "--trainer.max_epochs=1")
+    assert "best dev val/span_f1 " in capsys.readouterr().out
+    with pytest.warns(UserWarning, match="holds best.ckpt, last.ckpt of an earlier run; this fit replaces them"):
+        main(["fit", f"--config={CONFIG}", f"--data.train_file={root / 'TRAIN.conll'}",
+              f"--trainer.default_root_dir={out}", "--trainer.max_epochs=2",
+              "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"])
+    assert f"no dev examples: {out / 'checkpoints' / 'best.ckpt'} holds the last epoch's model " \
+        "(epoch 1)" in capsys.readouterr().out
+    best, last = (torch.load(out / "checkpoints" / f"{name}.ckpt", map_location="cpu", weights_only=False)
+                  for name in ("best", "last"))
+    assert best["epoch"] == last["epoch"] == 1
+    torch.testing.assert_close(best["state_dict"], last["state_dict"], rtol=0, atol=0, equal_nan=True)
 
 
 def test_cosvm_decodes_well_formed_bio(tmp_path: Path) -> None:

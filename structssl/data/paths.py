@@ -159,11 +159,37 @@ def open_text(path: PathLike, encoding: str = "utf-8") -> IO[str]:
     return io.TextIOWrapper(open_binary(path), encoding=_without_bom(encoding), newline=None)
 
 
+def _ascii_lines(encoding: str) -> bool:
+    """Whether ``encoding`` writes a newline as the single byte ``\\n`` (UTF-8, Latin-1, cp1252,
+    ...: lines can be split on bytes before decoding, so an error names its exact line);
+    UTF-16 / UTF-32 do not."""
+    return "\n".encode(encoding) == b"\n"
+
+
+#: byte-order marks that tell a file's encoding when it is read as something else
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def _bom_hint(path: PathLike, encoding: str) -> str:
+    """`` (the file starts with a UTF-16 byte-order mark: ...)`` when it does and ``encoding``
+    is another one, else ``""``."""
+    with open_binary(path) as f:
+        head = f.read(4)
+    for bom, name in _BOMS:
+        if head.startswith(bom) and not codecs.lookup(encoding).name.startswith(name):
+            return f" (the file starts with a {name.upper()} byte-order mark: its encoding is {name})"
+    return ""
+
+
 def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` with 1-based line numbers and the newline removed.
 
     Decoding errors are reported as :class:`DecodingError` (a ``ValueError``) naming the
-    file and the line. A UTF-8 byte-order mark at the start of the file is dropped.
+    file and the line. A UTF-8 byte-order mark at the start of the file is dropped. Encodings
+    whose newline is not the byte ``\\n`` (UTF-16, UTF-32) are decoded as a stream (their
+    byte-order mark is dropped by the codec); an error there names the line after the last one
+    read.
 
     Args:
         path: the file (``.gz`` transparently).
@@ -173,12 +199,19 @@ def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[tuple[int, s
         ``(line_number, line)`` pairs.
     """
     first_codec = _without_bom(encoding)
-    with open_binary(path) as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode(first_codec if number == 1 else encoding)
-            except UnicodeDecodeError as err:
-                raise DecodingError(
-                    f"{path}:{number}: expected {encoding} text; {err.reason} at byte {err.start}"
-                ) from None
-            yield number, line.rstrip("\r\n")
+    number = 0
+    try:
+        if not _ascii_lines(encoding):
+            with open_text(path, encoding) as text:
+                for number, line in enumerate(text, start=1):
+                    yield number, line.rstrip("\r\n")
+            return
+        with open_binary(path) as f:
+            for number, raw in enumerate(f, start=1):
+                yield number, raw.decode(first_codec if number == 1 else encoding).rstrip("\r\n")
+    except UnicodeDecodeError as err:
+        where = number if _ascii_lines(encoding) else number + 1
+        raise DecodingError(
+            f"{path}:{where}: expected {encoding} text; {err.reason} at byte {err.start}"
+            f"{_bom_hint(path, encoding)}"
+        ) from None

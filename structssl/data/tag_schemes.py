@@ -20,9 +20,12 @@ scheme      tags
 :func:`detect_scheme` picks the scheme of a file's tags: ``plain`` unless every tag other than
 ``O`` has a one-letter prefix and a type (``B-PER``); then ``bioes`` / ``bilou`` when ``E``/``S``
 or ``L``/``U`` prefixes occur, else ``iob1`` when more spans start with ``I-`` than with
-``B-``, else ``bio``. Ill-formed input (in BIO a span that starts with ``I-X``) is read the way
-conlleval reads it: as the start of a span (:func:`ill_formed` finds it; reading a training
-file warns with the count and the first line).
+``B-``, else ``bio``. A file of span tags with a few others (a typo ``PER`` or ``b-LOC`` among
+``B-PER`` / ``I-LOC``: :func:`stray_tags`) is not read as ``plain``: reading it as a training file
+fails at the first such tag, and ``tag_scheme="plain"`` reads it so on purpose. Ill-formed
+input (in BIO a span that starts with ``I-X``) is read the way conlleval reads it: as the start
+of a span (:func:`ill_formed` finds it; reading a training file warns with the count and the
+first line).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = [
     "SCHEMES",
     "Scheme",
     "detect_scheme",
+    "stray_tags",
     "check_tag",
     "to_bio",
     "from_bio",
@@ -111,6 +115,34 @@ def detect_scheme(tag_sequences: Iterable[Seq[str]]) -> str:
     if prefixes & set("ESLU"):
         return "plain"
     return "iob1" if starts_i > starts_b else "bio"
+
+
+def stray_tags(tag_sequences: Seq[Seq[str]], share: float = 0.05) -> list[tuple[int, int]]:
+    """The tags that make an otherwise span-tagged corpus read as ``plain``: typos such as
+    ``PER`` or ``b-LOC`` among ``O`` / ``B-PER`` / ``I-LOC`` tags.
+
+    Args:
+        tag_sequences: the tags of each sentence.
+        share: at most this many stray tags per span tag (``B-X``, ``I-X``, ``E-X``, ``S-X``,
+            ``L-X``, ``U-X``) count as strays; more make a plain tag set (part-of-speech tags
+            with a few ``B-``-like ones are not flagged).
+
+    Returns:
+        ``(sentence, position)`` of every tag that is neither ``O`` nor a span tag, in file
+        order, when the corpus has span tags and at most ``share`` as many others; else ``[]``.
+    """
+    stray: list[tuple[int, int]] = []
+    spans = 0
+    for i, tags in enumerate(tag_sequences):
+        for t, tag in enumerate(tags):
+            prefix, kind = _split(tag)
+            if prefix == "O":
+                continue
+            if prefix and prefix in "BIESLU" and kind:
+                spans += 1
+            else:
+                stray.append((i, t))
+    return stray if spans and len(stray) <= share * spans else []
 
 
 def to_bio(tags: Seq[str], scheme: str) -> list[str]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import warnings
 from typing import Any, Iterable, Optional
 from typing import Sequence as Seq
@@ -53,6 +54,7 @@ from structssl.data.tag_schemes import (
     entity_types,
     from_bio,
     ill_formed,
+    stray_tags,
     to_bio,
 )
 
@@ -91,7 +93,8 @@ class TaggingFormat:
         token_column: index of the token column.
         tag_column: index of the tag column in labeled files (negative counts from the end).
         feature_columns: columns used as features (default: none).
-        separator: column separator (``None``: runs of whitespace).
+        separator: column separator (``None``: runs of whitespace). The two characters ``\\t``
+            (``--data.separator '\\t'`` on a command line) mean a tab.
         encoding: text encoding of the files.
         tag_scheme: ``"auto"`` or one of :data:`~structssl.data.tag_schemes.SCHEMES`.
         min_count: features seen fewer times in the training sentences are dropped.
@@ -145,6 +148,8 @@ class TaggingFormat:
             )
         if separator is not None and (not isinstance(separator, str) or separator == ""):
             raise ValueError(f"separator must be a non-empty string or None; got {separator!r}")
+        if separator == "\\t":  # a shell's '\t' (jsonargparse keeps it as backslash, t)
+            separator = "\t"
         _check_encoding(encoding)
         self.token_column = token_column
         self.tag_column = tag_column
@@ -249,6 +254,7 @@ class TaggingFormat:
             feature_columns=self.feature_columns,
             encoding=self.encoding,
             conllu=conllu,
+            check_columns=functools.partial(self._check_layout, path, labeled),
         )
         if not corpus.sequences:
             what = "tagged sentences" if labeled else "sentences"
@@ -271,10 +277,11 @@ class TaggingFormat:
         sequences = corpus.sequences
         if self.num_columns is None and not self.fitted:  # the training file's layout
             self.num_columns = corpus.num_columns
-        self._check_layout(corpus, path, labeled=True)
         if unknown_tags and self.fitted:
             self._check_tag_column(sequences, path)
         scheme = self.scheme or detect_scheme(s.labels or () for s in sequences)
+        if self.scheme is None and scheme == "plain":
+            self._check_stray_tags(sequences, path)
         known = set(self.tags)
         out = []
         malformed: list[tuple[int, str, str]] = []  # (line, tag, previous tag) per sentence
@@ -310,6 +317,22 @@ class TaggingFormat:
         if self.scheme is None:
             self.scheme = scheme
         return out
+
+    @staticmethod
+    def _check_stray_tags(sequences: Seq[Sequence], path: PathLike) -> None:
+        """Refuse to detect ``plain`` tags because of a few typos in a span-tagged file
+        (:func:`~structssl.data.tag_schemes.stray_tags`), naming the first at its line."""
+        stray = stray_tags([s.labels or () for s in sequences])
+        if stray:
+            i, t = stray[0]
+            seq = sequences[i]
+            assert seq.labels is not None
+            raise ValueError(
+                f"{path}:{seq.line_of(t)}: expected a span tag (O, B-X, I-X, E-X, S-X, L-X or U-X) "
+                f"like the file's other tags; got {seq.labels[t]!r}, one of {len(stray)} such tag(s) "
+                "in the file: correct them, or pass tag_scheme='plain' (--data.tag_scheme plain) "
+                "to train on every tag as a plain label"
+            )
 
     def _check_tag_column(self, sequences: Seq[Sequence], path: PathLike) -> None:
         """Raise :class:`TagColumnError` when most tag-column values of a file in the training
@@ -349,17 +372,16 @@ class TaggingFormat:
                 feature column the line lacks, a column count that is neither 1 nor the
                 training files' layout with or without its last tag column).
         """
-        corpus = self._read(path, labeled=False)
-        self._check_layout(corpus, path, labeled=False)
-        return list(corpus.sequences)
+        return list(self._read(path, labeled=False).sequences)
 
-    def _check_layout(self, corpus: TaggedCorpus, path: PathLike, labeled: bool) -> None:
+    def _check_layout(self, path: PathLike, labeled: bool, line: int, m: int) -> None:
         """Files read after the training file (the first :meth:`read_labeled`) must have its
         column count (tagged files), or also the token alone or that layout without its last
         tag column (untagged files, also the unlabeled file read before :meth:`fit`): a
-        sentence per line must not be read as one token plus "other columns"."""
-        k, m = self.num_columns, corpus.num_columns
-        if k is None or m is None:
+        sentence per line must not be read as one token plus "other columns". Checked on the
+        first token line (``line``, ``m`` columns), before the rest of the file is read."""
+        k = self.num_columns
+        if k is None:
             return
         allowed = {k}
         without_tag = not labeled and self.tag_column in (-1, k - 1) and k > 2
@@ -371,14 +393,14 @@ class TaggingFormat:
             return
         if labeled and (m == 1 or (m == k - 1 and self.tag_column in (-1, k - 1))):
             raise NoTagColumnError(
-                f"{path}:{corpus.sequences[0].line}: expected the training file's {k} columns "
+                f"{path}:{line}: expected the training file's {k} columns "
                 f"with the tag last; got {m}: no tag column"
             )
         what = (f"the training file's {k} columns" if labeled else
                 f"1 (the token alone) or the training file's {k}"
                 + (f" (or {k - 1} without its tag column)" if without_tag else "") + " columns")
         hint = " (files hold one token per line; is this a sentence per line?)" if m > k else ""
-        raise ValueError(f"{path}:{corpus.sequences[0].line}: expected {what}; got {m}{hint}")
+        raise ValueError(f"{path}:{line}: expected {what}; got {m}{hint}")
 
     # ------------------------------------------------------------------ fitting
     def fit(self, tagged: Seq[Sequence], sentences: Iterable[Sequence]) -> "TaggingFormat":
@@ -405,11 +427,15 @@ class TaggingFormat:
             )
         return self
 
-    def admit_tags(self, sequences: Seq[Sequence], path: PathLike) -> None:
+    def admit_tags(self, sequences: Seq[Sequence], path: PathLike) -> list[str]:
         """Let the tags of a dev or test file (read by :meth:`read_labeled` before :meth:`fit`)
         that the training file lacks join the tag set, as :attr:`untrained_tags`: no training
         sentence holds them, so the model learns not to predict them and each gold one counts
         as an error (instead of a file that cannot be scored).
+
+        Returns:
+            Where each new tag first occurs, in the file's own scheme (``"'S-EVENT' at
+            dev.conll:12"``), for the warning that names them.
 
         Raises:
             TagColumnError: most of the file's tag column holds no tags of the training file
@@ -420,8 +446,18 @@ class TaggingFormat:
         self._check_tag_column(sequences, path)
         vocab = self._tag_set([*self.tags, *(t for s in sequences for t in (s.labels or ()))])
         known = set(self.tags)
+        first: dict[str, str] = {}  # a new BIO tag -> where it first occurs, as the file writes it
+        for seq in sequences:
+            labels = list(seq.labels or ())
+            if all(tag in known for tag in labels):
+                continue
+            written = from_bio(labels, self.scheme or "bio")
+            for t, tag in enumerate(labels):
+                if tag not in known and tag not in first:
+                    first[tag] = f"{written[t]!r} at {path}:{seq.line_of(t)}"
         self.untrained_tags += tuple(t for t in vocab if t not in known)
         self.tags = vocab
+        return list(dict.fromkeys(first.values()))
 
     def _tag_set(self, tags: list[str]) -> tuple[str, ...]:
         if self.scheme == "plain":

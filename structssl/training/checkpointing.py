@@ -8,7 +8,9 @@ name them: ``structssl predict --model RUN_DIR`` reads ``best.ckpt``, else ``las
 The dev metric is the procedure's :meth:`~structssl.training.modules.StructuredModule.monitor`
 (``val/span_f1`` for BIO tagging, ``val/token_accuracy`` for other sequences, ...), higher is
 better; it is chosen at setup, when the data module's dev split is known. Without dev
-examples only ``last.ckpt`` is written.
+examples ``best.ckpt`` is the model of the last epoch, so that it always belongs to the run
+that wrote the folder (a run without dev into the folder of an earlier run with dev replaces
+that run's ``best.ckpt`` too, instead of leaving it to ``structssl predict``).
 
 ``last.ckpt`` holds everything a resumed run needs (optimizer state, callbacks, RNG state);
 ``best.ckpt`` is the model alone (weights, configuration, data format: what ``structssl
@@ -46,7 +48,7 @@ class LastCheckpoint(ModelCheckpoint):
 
 class BestCheckpoint(ModelCheckpoint):
     """``best.ckpt``: the model of the best dev metric so far, weights only (see the module
-    docstring); nothing without dev examples.
+    docstring); without dev examples the model of the last epoch.
 
     Args:
         dirpath: where the file goes (the CLI passes ``<default_root_dir>/checkpoints``).
@@ -64,8 +66,8 @@ class BestCheckpoint(ModelCheckpoint):
         monitor = getattr(pl_module, "monitor", None)
         if splits and splits.get("dev") and callable(monitor):
             self.monitor = monitor()
-        else:  # no dev metric to select on
-            self.save_top_k = 0
+        else:  # no dev metric to select on: the last epoch's model
+            self.monitor = None
         super().setup(trainer, pl_module, stage)
 
 

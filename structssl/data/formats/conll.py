@@ -27,7 +27,7 @@ References: Tjong Kim Sang (2002), Introduction to the CoNLL-2002 shared task.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Callable, Literal, Optional, Union
 from typing import Sequence as Seq
 
 from structssl.data.paths import PathLike, data_file, iter_lines
@@ -90,6 +90,7 @@ def read_columns(
     feature_columns: Optional[Seq[int]] = None,
     encoding: str = "utf-8",
     conllu: bool = False,
+    check_columns: Optional[Callable[[int, int], None]] = None,
 ) -> TaggedCorpus:
     """Read a blank-line separated column file (the engine behind the CoNLL and citation readers).
 
@@ -111,6 +112,9 @@ def read_columns(
         encoding: the file's text encoding.
         conllu: read CoNLL-U / CoNLL-X (module docstring): ``#`` comment lines and the lines of
             multiword tokens and empty nodes are skipped; give ``separator="\t"``.
+        check_columns: called with the line number and the column count of the first token
+            line (when ``num_columns`` is ``None``), before any later line is read; it raises
+            when the file's layout is not the one expected (a file read after another one).
 
     Returns:
         The sequences and their label vocabulary.
@@ -181,6 +185,8 @@ def read_columns(
             continue
         if expected is None:
             expected = len(cols)
+            if check_columns is not None:
+                check_columns(number, expected)
             if label_column is not None and token_column % expected == label_column % expected:
                 raise NoTagColumnError(
                     f"{path_s}:{number}: expected a token and a label column; got {expected} "
@@ -205,7 +211,10 @@ def read_columns(
                     )
         if len(cols) != expected:
             hint = ""
-            if num_columns is None and max(expected, len(cols)) > 4:
+            if separator is None and "\t" in line:
+                hint = (" (the line holds tabs: if a token may hold a space, separate the columns by "
+                        "tabs alone: separator='\\t', --data.separator '\\t')")
+            elif num_columns is None and max(expected, len(cols)) > 4:
                 hint = (" (files hold one token per line with the same columns on every line and "
                         "a blank line between sentences; is this a sentence per line?)")
             raise ValueError(

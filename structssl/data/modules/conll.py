@@ -81,7 +81,8 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         token_column: index of the token column.
         tag_column: index of the tag column (default: the last).
         feature_columns: columns used as features, e.g. ``[1]`` for a POS column (default: none).
-        separator: column separator (default: runs of whitespace).
+        separator: column separator (default: runs of whitespace; the two characters ``\\t`` mean
+            a tab).
         encoding: text encoding of the files.
         tag_scheme: ``auto`` (detect), ``bio``, ``iob1``, ``bioes``, ``bilou`` or ``plain``.
         layout: ``auto`` (CoNLL-U / CoNLL-X when the training file looks like one: ten
@@ -253,6 +254,14 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         return data_file(name, f"a CoNLL column file ({key} split)", self.data_dir)
 
     def build(self) -> dict[str, list[Example]]:
+        from structssl.data.paths import DecodingError
+
+        try:
+            return self._build()
+        except DecodingError as err:
+            raise DecodingError(f"{err} (pass the files' encoding: --data.encoding / encoding=)") from None
+
+    def _build(self) -> dict[str, list[Example]]:
         fmt = self.format
         train = fmt.read_labeled(self._path("train"))
         low, high = self.min_length or 0, self.max_length
@@ -300,16 +309,18 @@ class CoNLLDataModule(SemiSupervisedDataModule):
             f"{len(labeled)} kept tagged, {len(unlabeled)} untagged (semi-supervised procedures "
             "train on these)"
         )
+        where: list[str] = []
         for key, sequences in (("dev", dev), ("test", test)):
             if sequences:
-                fmt.admit_tags(sequences, self._path(key))  # named as read_labeled names it
+                where += fmt.admit_tags(sequences, self._path(key))  # named as read_labeled names it
         self.num_labels = fmt.num_labels
         if fmt.untrained_tags:
             rank_zero_warn(
-                f"{len(fmt.untrained_tags)} tag(s) of the dev / test files are not in the training "
-                f"file {self.files['train']}: {', '.join(fmt.untrained_tags[:12])}"
-                f"{' ...' if len(fmt.untrained_tags) > 12 else ''}; they join the tag set, no "
-                "training sentence teaches them, and each gold one counts as an error"
+                f"{len(where)} tag(s) of the dev / test files are not in the training file "
+                f"{self.files['train']}: {', '.join(where[:6])}{' ...' if len(where) > 6 else ''}; "
+                f"they join the tag set ({', '.join(fmt.untrained_tags[:12])}"
+                f"{' ...' if len(fmt.untrained_tags) > 12 else ''}{' in BIO' if fmt.task == 'bio' else ''}), "
+                "no training sentence teaches them, and each gold one counts as an error"
             )
         return {
             # tokens: what token constraints read (label switching, constraint-guided

@@ -1,0 +1,249 @@
+"""What ``structssl predict`` writes (found by a user test): ``-DOCSTART-`` lines come back at
+their place, inputs without the training layout's tag column are tagged without a "not scored"
+note, and ``--output -`` is standard output.
+
+Every test writes its own small files; nothing here needs ``../shared``.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+
+pytest.importorskip("pytorch_lightning")
+
+from structssl.cli import main as _main  # noqa: E402
+from structssl.data.tagging import TagColumnError  # noqa: E402
+from structssl.predict import Tagger  # noqa: E402
+
+pytestmark = [
+    pytest.mark.filterwarnings(
+        r"ignore:.*isinstance\(treespec, LeafSpec\)` is deprecated.*:FutureWarning"
+    ),
+]
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "tagger.yaml"
+DOCSTART = "-DOCSTART- -X- -X- O"
+
+# token, POS, chunk, tag: the CoNLL-2003 layout, on a toy task (drugs and doses)
+_DRUGS = ["aspirina", "ibuprofeno", "paracetamol", "morfina"]
+_DOSES = ["5mg", "10mg", "20mg"]
+_FILLER = ["tomar", "cada", "dia", "el", "paciente", "con", "y", "no"]
+
+Row = tuple[str, str, str, str]
+
+
+def _sentence(rng: random.Random) -> list[Row]:
+    out: list[Row] = []
+    for _ in range(rng.randint(3, 8)):
+        r = rng.random()
+        if r < 0.2:
+            out.append((rng.choice(_DRUGS).capitalize(), "NP", "B-NP", "B-DRUG"))
+        elif r < 0.3:
+            out.append((rng.choice(_DOSES), "CD", "I-NP", "B-DOSE"))
+        else:
+            out.append((rng.choice(_FILLER), "XX", "O", "O"))
+    return out
+
+
+def _text(documents: list[list[list[Row]]], columns: int = 4) -> str:
+    """CoNLL-2003 style: each document a ``-DOCSTART-`` line and a blank line, then its
+    sentences; ``columns`` 4 (the training layout), 3 (without the tag) or 1 (the token)."""
+    lines = []
+    for doc in documents:
+        lines += [" ".join(DOCSTART.split()[:columns]), ""]
+        for sent in doc:
+            lines += [" ".join(row[:columns]) for row in sent] + [""]
+    return "\n".join(lines) + "\n"
+
+
+def main(args: list[str]) -> int:
+    """``structssl ARGS`` (pytest's own argv must not reach the CLI)."""
+    with mock.patch("sys.argv", ["structssl"]):
+        return _main(args)
+
+
+def _fit(root: Path, run: str, *extra: str) -> Path:
+    out = root / run
+    assert main([
+        "fit", f"--config={CONFIG}", f"--data.train_file={root / 'TRAIN.conll'}",
+        f"--data.dev_file={root / 'DEV.conll'}", f"--trainer.default_root_dir={out}",
+        "--trainer.max_epochs=2", "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false", *extra,
+    ]) in (0, None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two models trained on 4-column files with ``-DOCSTART-`` lines, one of them with
+    ``--data.feature_columns [1,2]``, and a file to tag in three layouts."""
+    root = tmp_path_factory.mktemp("predict_output")
+    rng = random.Random(0)
+    train = [[_sentence(rng) for _ in range(15)] for _ in range(4)]
+    dev = [[_sentence(rng) for _ in range(5)] for _ in range(2)]
+    new = [[_sentence(rng) for _ in range(4)], [_sentence(rng) for _ in range(3)]]
+    (root / "TRAIN.conll").write_text(_text(train), encoding="utf-8")
+    (root / "DEV.conll").write_text(_text(dev), encoding="utf-8")
+    (root / "NEW.conll").write_text(_text(new), encoding="utf-8")
+    (root / "NEW_notag.conll").write_text(_text(new, columns=3), encoding="utf-8")
+    (root / "NEW.txt").write_text(_text(new, columns=1), encoding="utf-8")
+    return {"root": root, "new": new, "run": _fit(root, "RUN_DIR"),
+            "features": _fit(root, "RUN_FEATURES", "--data.feature_columns=[1,2]")}
+
+
+def _predict(corpus: dict[str, Any], name: str, output: str, *extra: str,
+             model: str = "run") -> int:
+    return main(["predict", "--model", str(corpus[model]), "--input", str(corpus["root"] / name),
+                 "--output", output, *extra])
+
+
+# ------------------------------------------------------------------------------ A: -DOCSTART-
+@pytest.mark.parametrize("model, name", [("run", "NEW.conll"), ("run", "NEW_notag.conll"),
+                                         ("run", "NEW.txt"), ("features", "NEW.conll"),
+                                         ("features", "NEW_notag.conll")])
+def test_docstart_lines_come_back_at_their_place(
+    corpus: dict[str, Any], model: str, name: str
+) -> None:
+    """They used to vanish (a 623-line CoNLL-2003 file gave 619 lines): now the output has the
+    input's lines, each token's at its line, ``-DOCSTART-<TAB>O`` at each -DOCSTART- line."""
+    out = corpus["root"] / f"{model}_{name}.out"
+    assert _predict(corpus, name, str(out), model=model) == 0
+    given = (corpus["root"] / name).read_text(encoding="utf-8").split("\n")
+    got = out.read_text(encoding="utf-8").split("\n")
+    assert len(got) == len(given)
+    for a, b in zip(given, got):
+        if a.startswith("-DOCSTART-"):
+            assert b == "-DOCSTART-\tO"
+        else:
+            assert b.split("\t")[0] == a.split(" ")[0]  # the token, or both blank
+            assert (b == "") == (a == "") and (not b or len(b.split("\t")) == 2)
+
+
+def test_docstart_columns_with_confidence_and_kbest(corpus: dict[str, Any]) -> None:
+    """A -DOCSTART- line has every column of a token line; its confidence and k-best columns
+    are ``-`` (it is no prediction), not a probability."""
+    out = corpus["root"] / "conf.out"
+    assert _predict(corpus, "NEW.txt", str(out), "--confidence=true", "--kbest=3") == 0
+    rows = [line.split("\t") for line in out.read_text(encoding="utf-8").split("\n") if line]
+    assert all(len(r) == 5 for r in rows)
+    docstarts = [r for r in rows if r[0] == "-DOCSTART-"]
+    assert docstarts == [["-DOCSTART-", "O", "-", "-", "-"]] * 2
+    assert all(0.0 <= float(r[2]) <= 1.0 for r in rows if r[0] != "-DOCSTART-")
+
+
+def test_docstart_lines_anywhere_in_the_file(corpus: dict[str, Any], tmp_path: Path) -> None:
+    """Through the Python API: two -DOCSTART- lines in a row, one without a blank line after
+    it, one inside a sentence and one at the end all come back in the input's order (a
+    missing blank line after one is added); the predictions are those of the bare sentences."""
+    tagger = Tagger.load(corpus["run"])
+    (tmp_path / "in.txt").write_text(
+        "-DOCSTART-\n\n-DOCSTART-\n\nTomar\naspirina\n\n-DOCSTART-\ncada\ndia\n-DOCSTART-\n"
+        "con\n5mg\n\n-DOCSTART-\n\n", encoding="utf-8")
+    summary = tagger.tag_file(tmp_path / "in.txt", tmp_path / "out.conll", confidence=True)
+    assert summary == {"sentences": 3, "tokens": 6}
+    got = (tmp_path / "out.conll").read_text(encoding="utf-8").split("\n")
+    tokens = [line.split("\t")[0] for line in got]
+    assert tokens == ["-DOCSTART-", "", "-DOCSTART-", "", "Tomar", "aspirina", "", "-DOCSTART-",
+                      "", "cada", "dia", "", "-DOCSTART-", "", "con", "5mg", "", "-DOCSTART-",
+                      "", ""]
+    assert all(line == "-DOCSTART-\tO\t-" for line in got if line.startswith("-DOCSTART-"))
+    tags = [line.split("\t")[1] for line in got if line and not line.startswith("-DOCSTART-")]
+    assert tags == [t for s in tagger.tag([["Tomar", "aspirina"], ["cada", "dia"], ["con", "5mg"]])
+                    for t in s]
+
+
+# ------------------------------------------------------------------------------ B: no tag column
+def test_the_training_layout_without_its_tag_column_is_tagged_without_a_note(
+    corpus: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Trained with feature_columns [1, 2] on 4 columns, the 3 columns without the tag are a
+    documented input: tagged, no "not scored ... feature_columns=2 is the label column" note;
+    the training layout is still scored, and one whose tag column holds words refused."""
+    capsys.readouterr()
+    assert _predict(corpus, "NEW_notag.conll", str(corpus["root"] / "notag.out"),
+                    model="features") == 0
+    printed = capsys.readouterr().out
+    assert "not scored" not in printed and "against the input's tags" not in printed, printed
+    tagger = Tagger.load(corpus["features"])
+    summary = tagger.tag_file(corpus["root"] / "NEW_notag.conll", corpus["root"] / "n.out")
+    assert set(summary) == {"sentences", "tokens"}
+    assert (corpus["root"] / "n.out").read_text() == (corpus["root"] / "notag.out").read_text()
+    scored = tagger.tag_file(corpus["root"] / "NEW.conll", corpus["root"] / "s.out")
+    assert "span_f1" in scored and "not_scored" not in scored
+    assert (corpus["root"] / "s.out").read_text() == (corpus["root"] / "n.out").read_text()
+    words = corpus["root"] / "words.conll"
+    words.write_text("Tomar XX O aspirina\ncada XX O dia\ncon XX O paciente\n", encoding="utf-8")
+    with pytest.raises(TagColumnError, match="words.conll:1: read in the training file's layout"):
+        tagger.tag_file(words, corpus["root"] / "w.out")
+
+
+def _write_conllu(path: Path, sentences: list[list[tuple[str, str]]]) -> None:
+    out = []
+    for k, sent in enumerate(sentences):
+        out.append(f"# sent_id = {k}\n")
+        for i, (form, upos) in enumerate(sent, start=1):
+            out.append(f"{i}\t{form}\t{form.lower()}\t{upos}\t_\t_\t0\tdep\t_\t_\n")
+        out.append("\n")
+    path.write_text("".join(out), encoding="utf-8")
+
+
+def test_conllu_model_tags_the_token_alone_without_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CoNLL-U model given the token alone per line (documented) used to print "not scored
+    against the input's tags: ... expected a CoNLL-U file ... got 'el'"; a CoNLL-U file is
+    still scored against its UPOS."""
+    rng = random.Random(1)
+    words = {"DET": ["el", "la"], "NOUN": ["perro", "gato", "casa"], "VERB": ["come", "ve"]}
+
+    def sentence() -> list[tuple[str, str]]:
+        return [(rng.choice(words[t]), t) for t in ("DET", "NOUN", "VERB", "DET", "NOUN")]
+
+    _write_conllu(tmp_path / "train.conllu", [sentence() for _ in range(20)])
+    dev = [sentence() for _ in range(4)]
+    _write_conllu(tmp_path / "dev.conllu", dev)
+    (tmp_path / "new.txt").write_text("".join("".join(f"{w}\n" for w, _ in s) + "\n" for s in dev),
+                                      encoding="utf-8")
+    main([
+        "fit", f"--config={CONFIG}", f"--data.train_file={tmp_path / 'train.conllu'}",
+        f"--trainer.default_root_dir={tmp_path / 'run'}", "--trainer.max_epochs=1",
+        "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+    ])
+    capsys.readouterr()
+    assert main(["predict", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "new.txt"),
+                 "--output", str(tmp_path / "new.out")]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("tagged 4 sentences (20 tokens)") and "not scored" not in printed, printed
+    assert main(["predict", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "dev.conllu"),
+                 "--output", str(tmp_path / "dev.out")]) == 0
+    assert "against the input's tags: token_accuracy" in capsys.readouterr().out
+    assert (tmp_path / "new.out").read_text() == (tmp_path / "dev.out").read_text()
+
+
+# ------------------------------------------------------------------------------ C: --output -
+def test_output_dash_is_standard_output(
+    corpus: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--output -`` used to create a file named ``-``: the predictions now go to standard
+    output, alone, and the summary line to standard error."""
+    monkeypatch.chdir(tmp_path)
+    file = tmp_path / "file.out"
+    assert _predict(corpus, "NEW.conll", str(file), "--kbest=2") == 0
+    to_file = capsys.readouterr()
+    assert _predict(corpus, "NEW.conll", "-", "--kbest=2") == 0
+    printed = capsys.readouterr()
+    assert not (tmp_path / "-").exists()
+    assert printed.out == file.read_text(encoding="utf-8")
+    assert printed.err.strip() == to_file.out.strip().replace(str(file), "standard output")
+    assert "span_f1" in printed.err
+    # --output must still differ from --input
+    same = corpus["root"] / "NEW.conll"
+    assert main(["predict", "--model", str(corpus["run"]), "--input", str(same),
+                 "--output", str(same)]) == 2
+    assert "--output must differ from --input" in capsys.readouterr().err
