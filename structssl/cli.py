@@ -328,6 +328,53 @@ def _cli_class() -> Any:
                 print(f"test_after_fit: testing the best dev checkpoint {best}")
             self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
 
+        def before_validate(self) -> None:
+            self._check_evaluation("dev")
+
+        def before_test(self) -> None:
+            self._check_evaluation("test")
+
+        def _check_evaluation(self, split: str) -> None:
+            """``structssl test|validate``: one line instead of a silent or wrong score when
+            there is no checkpoint to evaluate (an untrained model), no ``split`` examples, or
+            a checkpoint whose saved data format differs from the one the data module builds
+            now from the files given (the dev / test file would be encoded with other features
+            than the model was trained on)."""
+            ckpt_path = self._sub().get("ckpt_path")
+            splits = getattr(self.datamodule, "splits", None)
+            problem = None
+            if not ckpt_path:
+                problem = (f"`structssl {self.subcommand}` evaluates a trained model: pass "
+                           "--ckpt_path RUN_DIR/checkpoints/best.ckpt")
+            elif isinstance(splits, dict) and not splits.get(split):
+                option = "--data.dev_file" if split == "dev" else "--data.test_file"
+                problem = f"the data module has no {split} examples to evaluate: pass {option} FILE"
+            else:
+                problem = self._format_mismatch(str(ckpt_path))
+            if problem is not None:
+                err = ValueError(problem)
+                err._structssl_data_error = True  # type: ignore[attr-defined]
+                raise err
+
+        def _format_mismatch(self, ckpt_path: str) -> Optional[str]:
+            saved_format = getattr(self.datamodule, "saved_format", None)
+            if not callable(saved_format) or not Path(ckpt_path).is_file():
+                return None
+            import zipfile
+
+            import torch
+
+            ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False,
+                              mmap=zipfile.is_zipfile(ckpt_path))
+            saved = (ckpt.get("structssl") or {}).get("data_format") if isinstance(ckpt, dict) else None
+            if saved is None or saved_format() == saved:
+                return None
+            return (f"--ckpt_path {ckpt_path}: the tags and features built now from the data files "
+                    "differ from the checkpoint's (give the fit's --data.train_file, "
+                    "--data.unlabeled_file and --data.dev_file); "
+                    "to score a tagged file with the checkpoint's own features: structssl predict "
+                    f"--model {ckpt_path} --input FILE --output PREDICTIONS")
+
         def _report_best(self) -> None:
             """One line after fit: which epoch ``best.ckpt`` holds and its dev score (or that it
             is the last epoch's model, without dev examples)."""

@@ -538,6 +538,34 @@ def test_predict_command_matches_test_metric(corpus: dict[str, Any], run_dir: Pa
         assert abs(tested - span_f1) < 0.01
 
 
+def test_test_and_validate_refuse_what_would_give_a_silent_or_wrong_score(
+    corpus: dict[str, Any], run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``structssl test|validate`` rebuild the features from the files given: other files than
+    the fit's gave another encoding and a wrong score (exit 0); no ``--ckpt_path`` scored an
+    untrained model, no test / dev file printed nothing. Each is one line now, status 2."""
+    root = corpus["root"]
+    best = run_dir / "checkpoints" / "best.ckpt"
+    few = tmp_path / "few.conll"
+    few.write_text("\n\n".join((root / "TRAIN.conll").read_text().split("\n\n")[:3]) + "\n\n")
+    common = [f"--config={CONFIG}", f"--trainer.default_root_dir={tmp_path / 'run'}",
+              "--trainer.enable_progress_bar=false"]
+    cases = [
+        (["test", f"--data.train_file={few}", f"--data.dev_file={root / 'DEV.conll'}",
+          f"--data.test_file={root / 'NEW.conll'}", f"--ckpt_path={best}"],
+         f"structssl test: --ckpt_path {best}: the tags and features built now from the data files "
+         "differ from the checkpoint's"),
+        (["test", f"--data.train_file={root / 'TRAIN.conll'}", f"--data.test_file={root / 'NEW.conll'}"],
+         "structssl test: `structssl test` evaluates a trained model: pass --ckpt_path"),
+        (["validate", f"--data.train_file={root / 'TRAIN.conll'}", f"--ckpt_path={best}"],
+         "structssl validate: the data module has no dev examples to evaluate: pass --data.dev_file FILE"),
+    ]
+    for args, message in cases:
+        assert main([args[0], *common, *args[1:]]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith(message), err
+
+
 def test_predict_scores_tags_the_model_never_saw_as_errors(
     corpus: dict[str, Any], run_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
