@@ -360,12 +360,7 @@ def _cli_class() -> Any:
             saved_format = getattr(self.datamodule, "saved_format", None)
             if not callable(saved_format) or not Path(ckpt_path).is_file():
                 return None
-            import zipfile
-
-            import torch
-
-            ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False,
-                              mmap=zipfile.is_zipfile(ckpt_path))
+            ckpt = _read_checkpoint(ckpt_path)
             saved = (ckpt.get("structssl") or {}).get("data_format") if isinstance(ckpt, dict) else None
             if saved is None or saved_format() == saved:
                 return None
@@ -378,14 +373,12 @@ def _cli_class() -> Any:
         def _report_best(self) -> None:
             """One line after fit: which epoch ``best.ckpt`` holds and its dev score (or that it
             is the last epoch's model, without dev examples)."""
-            import torch
-
             from structssl.training.checkpointing import BestCheckpoint
 
             cb = next((c for c in self.trainer.checkpoint_callbacks if isinstance(c, BestCheckpoint)), None)
             if cb is None or not cb.best_model_path or not self.trainer.is_global_zero:
                 return
-            epoch = torch.load(cb.best_model_path, map_location="cpu", weights_only=False).get("epoch")
+            epoch = _read_checkpoint(cb.best_model_path).get("epoch")
             if cb.monitor and cb.best_model_score is not None:
                 print(f"best dev {cb.monitor} {float(cb.best_model_score):.4f} at epoch {epoch}: "
                       f"{cb.best_model_path}")
@@ -434,6 +427,16 @@ def _warn_replaced_checkpoints(folder: Path, resumed: bool) -> None:
         )
 
 
+def _read_checkpoint(path: Any) -> Any:
+    """A checkpoint's contents on the CPU, memory-mapped when it is a zip archive (as
+    ``torch.save`` writes it)."""
+    import zipfile
+
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=False, mmap=zipfile.is_zipfile(path))
+
+
 def check_checkpoint_file(path: Any, resume: bool = False) -> None:
     """Fail early, naming the file, when ``--ckpt_path`` is not a readable checkpoint (missing,
     empty, truncated or corrupt), or with ``resume`` (``structssl fit``) one without the
@@ -469,10 +472,8 @@ def check_checkpoint_file(path: Any, resume: bool = False) -> None:
             ) from None
         if bad is not None:
             raise ValueError(f"--ckpt_path {file}: corrupt checkpoint (bad entry {bad}) {hint}")
-    import torch
-
     try:
-        ckpt = torch.load(file, map_location="cpu", weights_only=False, mmap=zipfile.is_zipfile(file))
+        ckpt = _read_checkpoint(file)
     except Exception as err:  # noqa: BLE001 - any failure means: not a readable checkpoint
         raise ValueError(
             f"--ckpt_path {file}: not a readable checkpoint ({size} bytes; "

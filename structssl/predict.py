@@ -43,7 +43,7 @@ from typing import Sequence as Seq
 import torch
 
 from structssl.data.batch import collate_sequences, pad_sequences
-from structssl.data.formats.conll import DOCSTART, looks_conllu
+from structssl.data.formats.conll import DOCSTART
 from structssl.data.paths import DecodingError, iter_lines
 from structssl.data.records import Sequence
 from structssl.data.tag_schemes import to_bio
@@ -79,12 +79,6 @@ def _looks_utf8(path: Path) -> bool:
     return True
 
 
-def _reads_conllu(reader: TaggingFormat, path: Path) -> bool:
-    """Whether ``reader`` reads ``path`` as CoNLL-U (as :meth:`TaggingFormat.read_tokens` and
-    ``read_labeled`` decide: a model not forced to plain columns, a file that looks like one)."""
-    return reader.layout != "columns" and looks_conllu(path, reader.encoding)
-
-
 def _first_column_count(reader: TaggingFormat, path: Path) -> Optional[int]:
     """The column count of the first token line of a column file (blank and ``-DOCSTART-``
     lines skipped, as the reader does), split as ``reader`` splits it; ``None``: no token line."""
@@ -105,7 +99,7 @@ def _has_tag_column(reader: TaggingFormat, path: Path) -> bool:
     by :meth:`TaggingFormat.read_tokens`), without the confusing "not scored" note they used to
     get. Checkpoints that do not know the training file's column count (before 2026-11-25)
     try to read the tags, as before."""
-    if _reads_conllu(reader, path):
+    if reader.reads_conllu(path):
         return True
     if reader.layout == "conllu":
         return False  # a CoNLL-U model's file in another layout holds the token alone
@@ -117,7 +111,7 @@ def _has_tag_column(reader: TaggingFormat, path: Path) -> bool:
 def _docstart_lines(reader: TaggingFormat, path: Path) -> list[int]:
     """The 1-based numbers of the ``-DOCSTART-`` lines the reader takes as document boundaries
     (a first column ``-DOCSTART-``; none in a file read as CoNLL-U, whose reader skips them)."""
-    if _reads_conllu(reader, path):
+    if reader.reads_conllu(path):
         return []
     return [
         number for number, line in iter_lines(path, reader.encoding)

@@ -199,9 +199,10 @@ def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[tuple[int, s
         ``(line_number, line)`` pairs.
     """
     first_codec = _without_bom(encoding)
+    by_bytes = _ascii_lines(encoding)
     number = 0
     try:
-        if not _ascii_lines(encoding):
+        if not by_bytes:
             with open_text(path, encoding) as text:
                 for number, line in enumerate(text, start=1):
                     yield number, line.rstrip("\r\n")
@@ -210,7 +211,7 @@ def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[tuple[int, s
             for number, raw in enumerate(f, start=1):
                 yield number, raw.decode(first_codec if number == 1 else encoding).rstrip("\r\n")
     except UnicodeDecodeError as err:
-        where = number if _ascii_lines(encoding) else number + 1
+        where = number if by_bytes else number + 1
         raise DecodingError(
             f"{path}:{where}: expected {encoding} text; {err.reason} at byte {err.start}"
             f"{_bom_hint(path, encoding)}"

@@ -226,8 +226,13 @@ class TaggingFormat:
         out.encoding = encoding
         return out
 
+    def reads_conllu(self, path: PathLike) -> bool:
+        """Whether ``path`` is read as CoNLL-U: a format not fixed to plain columns, and a file
+        that :func:`~structssl.data.formats.conll.looks_conllu`."""
+        return self.layout != "columns" and looks_conllu(path, self.encoding)
+
     def _read(self, path: PathLike, labeled: bool) -> TaggedCorpus:
-        conllu = self.layout != "columns" and looks_conllu(path, self.encoding)
+        conllu = self.reads_conllu(path)
         if self.layout == "auto":  # the first file read, the training file, decides
             self.layout = "conllu" if conllu else "columns"
         if self.layout == "conllu" and labeled and not conllu:
