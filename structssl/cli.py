@@ -499,7 +499,10 @@ def short_parse_error(message: str) -> str:
         following = lines[i + 1] if i + 1 < len(lines) else ""
         if match:
             keys.append(match.group(1))
-            reason = match.group(2) or following
+            reason, at = (match.group(2), i) if match.group(2) else (following, i + 1)
+            inner = lines[at + 1] if at + 1 < len(lines) else ""
+            if reason.endswith(":") and inner and not inner.startswith(("Parser key", "- ")):
+                reason = f"{reason} {inner}"  # e.g. "... class_path 'm.X': No module named 'm'"
         elif line.startswith("- Problem with given class_path") and following and not following.startswith("Parser key"):
             reason = following  # e.g. "Option 'x' is not accepted"
     if not keys or not reason:
@@ -570,11 +573,6 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return _demo(rest)
     if command == "predict":
         return _predict(rest)
-    if command == "baselines":
-        from structssl.baselines.__main__ import main as baselines_main
-
-        baselines_main(rest)
-        return 0
     if command == "regression":
         from structssl.regression.cli import main as regression_main
 
@@ -586,7 +584,12 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     from structssl.data.modules.base import is_data_error
 
     try:
-        cli_main(None if argv is None else args)
+        if command == "baselines":
+            from structssl.baselines.__main__ import main as baselines_main
+
+            baselines_main(rest)
+        else:
+            cli_main(None if argv is None else args)
     except (OSError, ValueError) as err:
         if not is_data_error(err):
             raise

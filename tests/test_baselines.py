@@ -435,3 +435,25 @@ def test_two_view_learners_stop_at_the_time_limit() -> None:
             cls(fmap, fmap, time_limit=0)
     with pytest.raises(ValueError, match="time_limit must be a number > 0 or None"):
         CuttingPlaneSSVM(fmap, time_limit=-1.0)
+
+
+def test_a_scorer_that_is_not_linear_is_refused() -> None:
+    """The QP learns w . Psi with Psi the scorer's gradient at w = 0: a non-linear scorer
+    would be fitted as another model, silently."""
+    from structssl.baselines import ScorerFeatureMap
+
+    class Mlp(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hidden = torch.nn.Linear(3, 4)
+            self.out = torch.nn.Linear(4, 2)
+
+        def forward(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+            unary = self.out(torch.relu(self.hidden(inputs)))
+            return LinearChain(2).potentials_from(unary, torch.zeros(2, 2, dtype=unary.dtype))
+
+    inputs, lengths = torch.randn(2, 5, 3), torch.tensor([5, 3])
+    with pytest.raises(ValueError, match=r"scorer Mlp must be linear in its parameters"):
+        ScorerFeatureMap(Mlp().double(), LinearChain(2)).check_linear(inputs, lengths)
+    linear = LinearChainScorer(2, input_dim=3).double()
+    ScorerFeatureMap(linear, LinearChain(2)).check_linear(inputs, lengths)  # passes

@@ -510,3 +510,47 @@ def test_keep_best_iterate_makes_cccp_monotone_under_an_overshooting_optimiser(
             assert logged[2 * outer + 1] == pytest.approx(min(seen), rel=1e-6), (outer, seen, logged)
     else:
         assert rises, values
+
+
+def test_binding_count_compares_guided_and_own_taggings_within_lengths() -> None:
+    """``train/cccp_guided_changed`` counts the examples whose constraint-guided tagging
+    differs from the model's argmax; a difference at a padded position does not count."""
+    model = CCCPModule(LinearChain(2), torch.nn.Linear(1, 1), constraints=constraint_set(),
+                       num_labeled=2, num_unlabeled=10)
+    unary = torch.tensor([[[2.0, 0.0], [0.0, 2.0], [0.0, 0.0]],
+                          [[2.0, 0.0], [2.0, 0.0], [0.0, 2.0]]])
+    potentials = LinearChain(2).potentials_from(unary, torch.zeros(2, 2))
+    lengths = torch.tensor([2, 3])
+    own, _ = LinearChain(2).argmax(potentials, lengths)
+    guided = own.clone()
+    guided[0, 2] = 1 - guided[0, 2]  # padding of the first example
+    model._count_binding(potentials, lengths, guided)
+    assert model._binding == [0, 2]
+    guided[1, 1] = 1 - guided[1, 1]
+    model._count_binding(potentials, lengths, guided)
+    assert model._binding == [1, 4]
+
+
+def test_token_constraints_on_data_without_tokens_stop_at_setup(tmp_path: Path) -> None:
+    """A constraint that reads the tokens (WordLabels) on a data module whose examples carry
+    none: one error at setup naming both, not a traceback after the supervised epochs."""
+    import pytorch_lightning as pl
+
+    from structssl.data import SyntheticHMMDataModule
+    from structssl.scorers import LinearChainScorer
+
+    class Named(SyntheticHMMDataModule):  # label names, no tokens
+        label_names = ("s0", "s1", "s2", "s3")
+
+    dm = Named(num_train=40, num_labeled=30, num_dev=5, num_test=5, num_states=4, length=6, dim=5)
+    model = CCCPModule(
+        LinearChain(4), LinearChainScorer(4, input_dim=5),
+        constraints=ConstraintSet([WordLabels(labels=["s0"], words=["x"])]), supervised_epochs=1,
+    )
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         default_root_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"CCCPModule: the constraints \['WordLabels.*'\] read the "
+                       r"tokens of each example, but the examples of Named carry no"):
+        trainer.fit(model, datamodule=dm)
+    assert trainer.current_epoch == 0

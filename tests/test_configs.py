@@ -88,6 +88,8 @@ def placeholder_files(config: Path, tmp_path: Path) -> list[str]:
     data = (yaml.safe_load(config.read_text()).get("data") or {}).get("init_args") or {}
     args = []
     for key, value in data.items():
+        if key == "unlabeled_file" and value is None and "train_file" in data:
+            value = "UNLABELED.txt"  # tagger_ssl.yaml leaves it out: a semi-supervised fit needs one
         if isinstance(value, str) and value.split(".")[0].isupper():
             path = tmp_path / value
             text = _TAGGED if key != "unlabeled_file" else "".join(
@@ -142,3 +144,28 @@ def test_config_trains_one_step(config: Path, tmp_path: Path) -> None:
     metrics = cli.trainer.callback_metrics
     assert "train/objective" in metrics
     assert torch.isfinite(metrics["train/objective"])
+
+
+def test_sizes_left_out_of_a_config_come_from_any_data_module(tmp_path: Path) -> None:
+    """README, Training: sizes the data determines may be left out of a config, with any data
+    module (the base class's model_sizes: num_labels and the dense input_dim), for fit and
+    for the QP baselines; the result equals the config with the sizes written in."""
+    from structssl.baselines.__main__ import main as baselines_main
+
+    content = yaml.safe_load((CONFIG_DIR / "supervised_crf.yaml").read_text())
+    model = content["model"]["init_args"]
+    del model["structure"]["init_args"], model["scorer"]["init_args"]
+    (tmp_path / "fit.yaml").write_text(yaml.safe_dump(content))
+    cli = cli_main([
+        "fit", f"--config={tmp_path / 'fit.yaml'}", "--trainer.max_epochs=1",
+        f"--trainer.default_root_dir={tmp_path}", "--trainer.enable_progress_bar=false",
+        "--test_after_fit=false",
+    ])
+    assert cli.model.structure.num_labels == 5
+    assert cli.model.scorer.emission.weight.shape == (10, 5)  # input_dim x num_labels
+    qp = yaml.safe_load((CONFIG_DIR / "baselines" / "cutting_plane.yaml").read_text())
+    written = baselines_main(["--config", str(CONFIG_DIR / "baselines" / "cutting_plane.yaml")])
+    del qp["structure"]["init_args"], qp["scorer"]["init_args"]
+    (tmp_path / "qp.yaml").write_text(yaml.safe_dump(qp))
+    left_out = baselines_main(["--config", str(tmp_path / "qp.yaml")])
+    assert left_out["primal"] == pytest.approx(written["primal"]) and left_out["dim"] == written["dim"]

@@ -258,3 +258,19 @@ def test_batch_to_device_keeps_token_lists_and_structure() -> None:
         moved = batch_to_device(batch, torch.device("cuda"))
         assert moved["labeled"][0]["inputs"].is_cuda and moved["parts"].b[0].is_cuda
         assert moved["labeled"][0]["tokens"] is tokens
+
+
+def test_collate_refuses_dense_rows_of_other_widths_and_scalar_examples() -> None:
+    """Dense (float) per-position inputs of different widths would be zero-padded into
+    another feature space; 0-dim examples (one class each) need stack_collate."""
+    examples = [{"inputs": torch.zeros(3, 6), "labels": torch.zeros(3, dtype=torch.long)},
+                {"inputs": torch.zeros(2, 7), "labels": torch.zeros(2, dtype=torch.long)}]
+    with pytest.raises(ValueError, match=re.escape(
+            "examples[1]['inputs'] has shape (2, 7) and examples[0]['inputs'] (3, 6)")):
+        collate_sequences(examples)
+    sparse = [{"features": torch.zeros(3, 2, dtype=torch.long)},
+              {"features": torch.zeros(2, 4, dtype=torch.long)}]
+    assert collate_sequences(sparse)["features"].shape == (2, 3, 4)  # slots are padded
+    with pytest.raises(ValueError, match=r"examples\[0\]\['labels'\] must be a per-position "
+                       r"tensor .* got a 0-dim tensor of shape \(\).*stack_collate"):
+        collate_sequences([{"inputs": torch.zeros(5), "labels": torch.tensor(1)}])

@@ -17,6 +17,7 @@ scipy_io = pytest.importorskip("scipy.io")
 from structssl.data import (  # noqa: E402
     CoilDataModule,
     CoNLLDataModule,
+    SemiSupervisedDataModule,
     SyntheticHMMDataModule,
     hmm_sequences,
 )
@@ -223,3 +224,39 @@ def test_conll_pool_length_bounds_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"t\.conll: no training sentence within the length "
                        r"bounds \(min_length=9, max_length=None\)"):
         empty.setup()
+
+
+class _Built(SemiSupervisedDataModule):
+    """A user's data module whose build() returns ``splits``."""
+
+    num_labels = 2
+
+    def __init__(self, splits) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self._given = splits
+
+    def build(self):  # type: ignore[no-untyped-def]
+        return self._given
+
+
+def test_a_users_build_gets_named_errors_for_wrong_keys_and_empty_sequences() -> None:
+    def ex(n: int) -> dict:
+        return {"inputs": torch.zeros(n, 3), "labels": torch.zeros(n, dtype=torch.long)}
+
+    with pytest.raises(ValueError, match=r"_Built.build\(\) must return a dict of the example "
+                       r"lists \['dev', 'labeled', 'test', 'unlabeled'\].*got \['labeled', 'train'\]"):
+        _Built({"labeled": [ex(2)], "train": []}).setup()
+    with pytest.raises(ValueError, match=r"_Built: the test example 1 has length 0 \('labels' of "
+                       r"shape \(0,\)\)"):
+        _Built({"labeled": [ex(2)], "unlabeled": [], "dev": [], "test": [ex(1), ex(0)]}).setup()
+    _Built({"labeled": [ex(2)], "unlabeled": [], "dev": [], "test": [ex(1)]}).setup()
+
+
+def test_the_base_model_sizes_give_num_labels_and_the_dense_input_dim() -> None:
+    def ex(n: int, dtype: torch.dtype) -> dict:
+        return {"inputs": torch.zeros(n, 3, dtype=dtype), "labels": torch.zeros(n, dtype=torch.long)}
+
+    dense = _Built({"labeled": [ex(2, torch.float32)], "unlabeled": [], "dev": [], "test": []})
+    assert dense.model_sizes() == {"num_labels": 2, "input_dim": 3}
+    sparse = _Built({"labeled": [ex(2, torch.long)], "unlabeled": [], "dev": [], "test": []})
+    assert sparse.model_sizes() == {"num_labels": 2}  # index features: the config's size

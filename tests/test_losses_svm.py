@@ -338,3 +338,17 @@ def test_nabla_svm_k1_fast_path_matches_brute_force_when_margins_hold(seed: int)
     g_got, = torch.autograd.grad(got.sum(), pot)
     g_want, = torch.autograd.grad(want_t.sum(), pot)
     torch.testing.assert_close(g_got, g_want)
+
+
+@pytest.mark.parametrize("make", [NablaSVMLoss, StructuredHingeLoss,
+                                  lambda: __import__("structssl.losses", fromlist=["x"]).CRFNLLLoss()])
+def test_a_target_under_a_minus_inf_part_is_named(make) -> None:
+    """A gold labeling through a forbidden part (a -inf transition of the potentials): an
+    error naming the example, instead of NaN (nabla) or an infinite loss (CRF, hinge)."""
+    chain = LinearChain(3)
+    potentials = torch.randn(2, 4, 3, 3, dtype=D)
+    potentials[:, 2, 1, 2] = float("-inf")  # 1 -> 2 at position 2 forbidden
+    target = torch.tensor([[0, 1, 1, 1], [0, 1, 2, 2]])
+    assert torch.isfinite(make()(chain, potentials[:1], target[:1]))  # the first is possible
+    with pytest.raises(ValueError, match=r"target of example\(s\) \[1\] \(of 2\) has score -inf"):
+        make()(chain, potentials, target)

@@ -195,8 +195,35 @@ def test_unknown_scheme_and_missing_file(tmp_path: Path) -> None:
         CoNLLDataModule(train_file="x", tag_scheme="bilu")  # type: ignore[arg-type]
     dm = CoNLLDataModule(train_file=str(tmp_path / "absent.conll"), dev_file=None,
                          test_file=None)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match=r"absent.conll \(the train file, --data.train_file"):
         dm.setup()
+
+
+def test_a_relative_file_that_is_nowhere_names_its_option(tmp_path: Path) -> None:
+    """A config's placeholder (``UNLABELED.txt``) or a mistyped relative name: the message
+    names the option that gives the file and where it was looked for."""
+    _write(tmp_path / "t.conll", [[("Madrid", "B-LOC"), ("vive", "O")]])
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), unlabeled_file="UNLABELED.txt",
+                         data_dir=str(tmp_path))
+    with pytest.raises(FileNotFoundError) as err:
+        dm.setup()
+    message = str(err.value)
+    assert "UNLABELED.txt (the unlabeled file, --data.unlabeled_file / unlabeled_file=)" in message
+    assert f"in the current directory {Path.cwd()}, nor in the data directory" in message
+    assert "missing data file" in message  # what tests/test_configs.py skips on
+
+
+def test_the_summary_line_counts_sentences_outside_the_length_bounds(tmp_path: Path) -> None:
+    sentences = [[("Madrid", "B-LOC")] + [("w", "O")] * (n - 1) for n in (2, 3, 5, 8, 9)]
+    _write(tmp_path / "t.conll", sentences)
+    dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), min_length=3, max_length=8)
+    with mock.patch("pytorch_lightning.utilities.rank_zero.rank_zero_info") as info:
+        dm.setup()
+    assert len(dm.splits["labeled"]) == 3
+    summary = info.call_args_list[0].args[0]
+    assert summary.endswith(
+        "; 2 training sentences outside the length bounds (min_length=3, max_length=8) left out"
+    )
 
 
 def test_dev_and_test_tags_outside_the_training_file_join_the_tag_set(tmp_path: Path) -> None:
@@ -673,7 +700,7 @@ def test_bad_checkpoints_get_clear_errors(
 def test_checkpoint_of_another_task_is_refused(tmp_path: Path) -> None:
     main([
         "fit", f"--config={CONFIG.parent / 'quickstart.yaml'}", "--trainer.max_epochs=1",
-        "--data.init_args.num_train=20", "--data.init_args.num_dev=5",
+        "--data.init_args.num_train=30", "--data.init_args.num_dev=5",
         "--data.init_args.num_test=5", f"--trainer.default_root_dir={tmp_path}",
         "--trainer.enable_progress_bar=false", "--test_after_fit=false",
     ])
@@ -696,6 +723,15 @@ def test_unlabeled_file_feeds_a_semi_supervised_procedure(corpus: dict[str, Any]
     model = load_model(out)
     assert type(model).__name__ == "TransductiveModule"
     assert torch.isfinite(model.scorer.emission.weight).all()
+
+
+def test_a_semi_supervised_procedure_without_unlabeled_data_says_so(corpus: dict[str, Any]) -> None:
+    """``configs/tagger_ssl.yaml`` without ``--data.unlabeled_file`` (its default is none) and
+    every tagged sentence kept: the procedure would train on the tagged ones alone, silently."""
+    with pytest.warns(UserWarning, match=r"TransductiveModule is a semi-supervised procedure, but "
+                      r"the data has no unlabeled examples.*--data.unlabeled_file FILE"):
+        _fit(corpus["root"], "ssl_none", "--model.class_path=structssl.training.TransductiveModule",
+             "--trainer.max_epochs=1")
 
 
 def test_transductive_full_batch_trains_on_chunks(corpus: dict[str, Any]) -> None:
@@ -791,6 +827,7 @@ def test_semi_supervised_configs_on_a_tag_set_never_seen(
     metrics = cli.trainer.callback_metrics
     if procedure == "CCCPModule":  # linearised at the constraint-guided taggings (0 when all hold)
         assert "train/cccp_objective" in metrics and float(metrics["train/cccp_outer"]) == 1
+        assert 0 <= float(metrics["train/cccp_guided_changed"]) <= 1
     else:
         assert float(metrics["train/unlabeled_loss"]) > 0
     if procedure != "CoTrainingModule":  # constraints bound to the file's tags by pattern
@@ -867,7 +904,7 @@ def test_fit_reports_a_bad_data_file_without_traceback(
     err = capsys.readouterr().err
     assert status == 2
     assert "Traceback" not in err
-    expected = "absent.conll (the train file)" if which == "missing" else "bad.conll:2: expected 2 columns"
+    expected = "absent.conll (the train file, --data.train_file" if which == "missing" else "bad.conll:2: expected 2 columns"
     assert "structssl fit: " in err and expected in err, err
 
 
@@ -1087,6 +1124,15 @@ def test_command_line_errors_are_one_line(tmp_path: Path, capsys: pytest.Capture
               "        Option 'train_fil' is not accepted\n    - Expected a <class 'NoneType'>\n")
     assert short_parse_error(nested) == "--data: Option 'train_fil' is not accepted"
     assert short_parse_error("something else") == "something else"
+    inner = ('Parser key "model":\n  Does not validate against any of the Union subtypes\n  Errors:\n'
+             "    - Problem with given class_path 'structssl.training.TransductiveModule':\n"
+             '        Parser key "scorer":\n'
+             "          Problem with given class_path 'mymodule.MLPChainScorer':\n"
+             "            No module named 'mymodule'\n    - Expected a <class 'NoneType'>\n")
+    assert short_parse_error(inner) == (
+        "--model.scorer: Problem with given class_path 'mymodule.MLPChainScorer': No module "
+        "named 'mymodule'"
+    )
 
 
 def test_unlabeled_file_with_a_sentence_per_line_is_refused(tmp_path: Path) -> None:

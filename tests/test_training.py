@@ -378,7 +378,7 @@ def test_module_argument_errors() -> None:
 
 def test_num_labels_mismatch_is_reported() -> None:
     module = SupervisedModule(LinearChain(4), LinearChainScorer(4, input_dim=DIM))
-    with pytest.raises(ValueError, match="structure.num_labels must match .* = 3; got 4"):
+    with pytest.raises(ValueError, match="LinearChain num_labels = 4 does not match the data.s num_labels = 3"):
         _trainer(fast_dev_run=True).fit(module, _data())
 
 

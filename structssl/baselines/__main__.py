@@ -56,6 +56,11 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--task", type=Task, default="sequence", help="metrics family")
     parser.add_argument("--tags", type=Optional[list[str]], default=None, help="BIO tags (task bio)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--num_threads", type=Optional[int], default=None,
+        help="torch.set_num_threads(num_threads) before running (default: torch's); as "
+        "structssl fit's option, so that fit_time_s compares with fit runs",
+    )
     parser.add_argument("--output", type=Optional[str], default=None, help="JSON file to write")
     return parser
 
@@ -99,8 +104,14 @@ def run(
     train = _batch(data, "labeled")
     if train is None:
         raise ValueError("the data module's labeled split must not be empty; got 0 examples")
+    sizes = data.model_sizes()  # the sizes the config left out, as a fit's setup takes them
+    for part in (structure, scorer):
+        resolve = getattr(part, "resolve_sizes", None)
+        if resolve is not None:
+            resolve(sizes)
     fmap = ScorerFeatureMap(scorer.double(), structure)
     x, y, lengths = train["inputs"], train["labels"], train.get("lengths")
+    fmap.check_linear(x[:4], None if lengths is None else lengths[:4])
     start = time.perf_counter()
     out: dict[str, Any] = {"method": method}
     if method == "perceptron":
@@ -132,6 +143,10 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     """Parse ``argv`` (a config and overrides), run, print and return the JSON result."""
     parser = build_parser()
     cfg = parser.parse_args(argv)
+    if cfg.num_threads is not None:
+        if cfg.num_threads < 1:
+            parser.error(f"--num_threads must be an int >= 1; got {cfg.num_threads}")
+        torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
     init = parser.instantiate(cfg)
     result = run(

@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
+from structssl.data.modules.base import user_error
 from structssl.scorers.base import Scorer
 from structssl.structures.base import Potentials, Structure, as_tuple, positive_int
 from structssl.structures.linear_chain import LinearChain
@@ -259,6 +260,42 @@ class ScorerFeatureMap(JointFeatureMap):
     def potentials(self, w: Tensor, inputs: Tensor, lengths: Optional[Tensor] = None) -> Potentials:
         """The scorer's potentials with its parameters replaced by ``w`` (d,)."""
         return self._call(self._params(self.check_weights(w)), inputs, lengths)
+
+    def check_linear(self, inputs: Tensor, lengths: Optional[Tensor] = None) -> None:
+        """Refuse a scorer that is not linear in its parameters (the QP's ``w . Psi`` would be
+        another model than the scorer's): ``potentials(a + b) = potentials(a) +
+        potentials(b)`` and ``potentials(2 a) = 2 potentials(a)`` for two random weight
+        vectors, on ``inputs`` (a few examples suffice; float64).
+
+        Raises:
+            ValueError: naming the largest relative difference.
+        """
+        gen = torch.Generator().manual_seed(0)
+        a, b = (torch.randn(self.dim, generator=gen, dtype=torch.float64) for _ in range(2))
+        if inputs.is_floating_point():
+            inputs = inputs.to(torch.float64)
+        with torch.no_grad():
+            pa, pb, pab, p2a = (
+                torch.cat([t.reshape(-1) for t in as_tuple(self.potentials(w, inputs, lengths))])
+                for w in (a, b, a + b, 2 * a)
+            )
+        worst = 0.0
+        for got, want in ((pab, pa + pb), (p2a, 2 * pa)):
+            finite = torch.isfinite(got) & torch.isfinite(want)
+            if not bool((finite == (torch.isfinite(got) | torch.isfinite(want))).all()):
+                worst = math.inf  # an -inf mask that moves with the weights
+                break
+            diff = (got - want)[finite].abs().max() if bool(finite.any()) else got.new_zeros(())
+            scale = want[finite].abs().max() if bool(finite.any()) else got.new_ones(())
+            worst = max(worst, float(diff / scale.clamp(min=1e-12)))
+        if worst > 1e-6:
+            raise user_error(
+                f"scorer {type(self.scorer).__name__} must be linear in its parameters (the QP "
+                "learns w . Psi(x, y) with Psi its gradient at w = 0); its potentials are not: "
+                f"relative difference {worst:.3g} between potentials(a + b) and potentials(a) + "
+                "potentials(b), or potentials(2 a) and 2 potentials(a); use a linear scorer "
+                "(e.g. structssl.scorers.LinearChainScorer) for the baselines"
+            )
 
     #: elements of the per-example potential gradients one batched backward may hold (float64:
     #: 256 MB); blocks of examples keep ``psi`` under it

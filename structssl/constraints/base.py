@@ -177,7 +177,7 @@ class Constraint:
             Returns (B, num_counts) float.
         """
         self._bound()
-        _check_batch(labels, lengths, tokens, self.needs_tokens, self.num_labels)
+        _check_batch(labels, lengths, tokens, self.needs_tokens, self.num_labels, self.name)
         return self._counts(labels, lengths, tokens).to(torch.get_default_dtype())
 
     def _counts(self, labels: Tensor, lengths: Tensor, tokens: Optional[Tokens]) -> Tensor:
@@ -213,7 +213,7 @@ class Constraint:
         self._bound()
         if self.level != "instance":
             raise NotImplementedError(f"{self.name}: corpus-level constraints have no per-example indicators")
-        _check_batch(labels, lengths, tokens, self.needs_tokens, self.num_labels)
+        _check_batch(labels, lengths, tokens, self.needs_tokens, self.num_labels, self.name)
         return self._indicators(labels, lengths, tokens).to(torch.get_default_dtype())
 
     def _indicators(self, labels: Tensor, lengths: Tensor, tokens: Optional[Tokens]) -> Tensor:

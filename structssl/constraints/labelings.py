@@ -55,6 +55,7 @@ def _check_batch(
     tokens: Optional[Tokens],
     needs_tokens: bool,
     num_labels: Optional[int] = None,
+    owner: str = "this constraint",
 ) -> None:
     if not isinstance(labels, Tensor) or labels.dim() != 2 or labels.dtype != torch.long:
         got = (tuple(labels.shape), labels.dtype) if isinstance(labels, Tensor) else type(labels).__name__
@@ -83,12 +84,15 @@ def _check_batch(
                 f"{e}, position {t} has {int(labels[e, t])}"
             )
     if needs_tokens:
-        _check_tokens(tokens, lengths)
+        _check_tokens(tokens, lengths, owner)
 
 
-def _check_tokens(tokens: Optional[Tokens], lengths: Tensor) -> None:
+def _check_tokens(tokens: Optional[Tokens], lengths: Tensor, owner: str = "this constraint") -> None:
     if tokens is None:
-        raise ValueError("tokens are required by this constraint (a list of B token lists); got None")
+        raise ValueError(
+            f"tokens are required by {owner} (a list of B token lists: a batch's 'tokens', which "
+            "the data module's examples must carry); got None"
+        )
     if len(tokens) != lengths.shape[0]:
         raise ValueError(f"tokens must hold B = {lengths.shape[0]} token lists; got {len(tokens)}")
     for i, (toks, length) in enumerate(zip(tokens, lengths.tolist())):

@@ -128,6 +128,23 @@ def collate_sequences(
     lengths: Optional[Tensor] = None
     out: dict[str, Any] = {}
     for i, ex in enumerate(examples):
+        for k in seq_keys:
+            value = ex[k]
+            if not isinstance(value, Tensor) or value.dim() == 0:
+                raise ValueError(
+                    f"examples[{i}][{k!r}] must be a per-position tensor (length first); got "
+                    f"{_describe(value)} (examples of one fixed-size output each, e.g. one "
+                    "class, collate with structssl.data.modules.base.stack_collate: give your "
+                    "data module collate = staticmethod(stack_collate))"
+                )
+            first = examples[0][k]
+            if value.is_floating_point() and value.shape[1:] != first.shape[1:]:
+                raise ValueError(
+                    f"examples[{i}][{k!r}] has shape {tuple(value.shape)} and examples[0][{k!r}] "
+                    f"{tuple(first.shape)}: dense (floating-point) per-position tensors must "
+                    "agree after the length dim (only index tensors, e.g. sparse feature slots, "
+                    "are padded there)"
+                )
         ns = {k: int(ex[k].shape[0]) for k in seq_keys}
         if len(set(ns.values())) > 1:
             raise ValueError(f"examples[{i}] has per-position tensors of different lengths: {ns}")
@@ -194,6 +211,13 @@ def collate_trees(examples: Seq[Mapping[str, Any]]) -> dict[str, Any]:
             out[k] = values
     out["lengths"] = lengths
     return out
+
+
+def _describe(value: Any) -> str:
+    """A value's type, and its shape for a tensor, for error messages."""
+    if isinstance(value, Tensor):
+        return f"a {value.dim()}-dim tensor of shape {tuple(value.shape)}"
+    return type(value).__name__
 
 
 def _is_text(value: Any) -> bool:

@@ -54,11 +54,29 @@ def prepare(
     """Validate potentials, lengths and target at a loss's entry point.
 
     Returns the potentials, the target in canonical form (long, 0 at padded positions) and the
-    lengths as a (B,) long tensor. Raises ``ValueError`` naming ``target`` on a bad target.
+    lengths as a (B,) long tensor. Raises ``ValueError`` naming ``target`` on a bad target, and
+    naming the examples whose target uses a part of potential ``-inf`` (a transition or label
+    the potentials forbid: its loss would be infinite, NaN for the nabla losses), or those
+    without any structure (:meth:`~structssl.structures.base.Structure.max`'s error); not
+    checked with ``structure.validate`` off.
     """
     check_structure(structure)
     potentials, lengths = structure.check(potentials, lengths)
     target = structure.check_labels(target, lengths, "target")
+    if not structure.validate:
+        return potentials, target, lengths
+    with torch.no_grad():
+        impossible = torch.isneginf(structure.score(potentials, target, lengths))
+        if bool(impossible.any()):
+            structure.max(potentials, lengths)  # an example without any structure: named there
+    if bool(impossible.any()):
+        rows = impossible.nonzero().flatten().tolist()
+        raise ValueError(
+            f"target of example(s) {rows[:10]}{' ...' if len(rows) > 10 else ''} (of "
+            f"{impossible.numel()}) has score -inf: it uses a part whose potential is -inf, "
+            "e.g. a transition or label that the scorer or a mask forbids; the labeled data "
+            "contradicts the potentials' constraints (its loss would be infinite)"
+        )
     return potentials, target, lengths
 
 

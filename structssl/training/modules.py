@@ -94,6 +94,7 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 
+from structssl.data.modules.base import user_error
 from structssl.losses import CRFNLLLoss
 from structssl.metrics import task_metrics
 from structssl.scorers.base import weight_norm_squared
@@ -492,6 +493,12 @@ class StructuredModule(pl.LightningModule):
             self.current_rho.fill_(float(rho))
             self._push_rho()
 
+    @property
+    def learns_from_unlabeled(self) -> bool:
+        """Whether the objective has a term over unlabeled examples (a fit without any is
+        warned about); ``uses_unlabeled`` unless a subclass's configuration says otherwise."""
+        return self.uses_unlabeled
+
     # ------------------------------------------------------------------ sizes
     def dataset_sizes(self) -> tuple[int, int]:
         """``(n, m)``: labeled and unlabeled training set sizes for the objective scaling.
@@ -599,14 +606,12 @@ class StructuredModule(pl.LightningModule):
             try:
                 constraints = constraints.bind(names)
             except ValueError as err:  # the user's labels and constraints: one line on the CLI
-                error = ValueError(
+                raise user_error(
                     f"{type(self).__name__}: the constraints {constraints.names} do not fit the "
                     f"data's labels {names[:20]}{' ...' if len(names) > 20 else ''}: {err} "
                     "(write the constraints over your tag set, or use a recipe without "
                     "constraints such as configs/tagger_ssl.yaml)"
-                )
-                error._structssl_data_error = True  # type: ignore[attr-defined]
-                raise error from None
+                ) from None
         if not estimate_targets:
             return constraints
         pending = constraints.pending_targets
@@ -646,7 +651,12 @@ class StructuredModule(pl.LightningModule):
         """Log how many labeled examples break each instance-level constraint with their own
         gold labels, and warn when one breaks it in more than a quarter of them: constraints
         that contradict the user's own tagging (e.g. "a lower-case word does not begin an
-        entity" on lower-case drug names) push the unlabeled data away from it."""
+        entity" on lower-case drug names) push the unlabeled data away from it.
+
+        Raises:
+            ValueError: a constraint reads tokens (``WordLabels``, ``PunctuationTransitions``)
+                and the examples carry none (at setup, not after the supervised epochs).
+        """
         from pytorch_lightning.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
         instance = [c for c in constraints if c.level == "instance"]
@@ -657,8 +667,14 @@ class StructuredModule(pl.LightningModule):
         with torch.no_grad():
             for chunk in chunks:
                 labels, lengths, tokens = chunk["labels"], chunk["lengths"], chunk.get("tokens")
-                if any(c.needs_tokens for c in instance) and tokens is None:
-                    return  # examples without tokens: nothing to check token rules on
+                needy = [c.name for c in instance if c.needs_tokens]
+                if needy and tokens is None:
+                    raise user_error(
+                        f"{type(self).__name__}: the constraints {needy} read the tokens of "
+                        f"each example, but the examples of {type(self._datamodule()).__name__} "
+                        "carry no 'tokens' (a list of strings per example): add them in its "
+                        "build(), or drop these constraints"
+                    )
                 total += int(lengths.shape[0])
                 for c in instance:
                     broken[c.name] += int((c.violation(labels, lengths, tokens) > 0).sum())
@@ -702,6 +718,15 @@ class StructuredModule(pl.LightningModule):
             raise ValueError(
                 f"structure.num_labels must match the data module's num_labels = {got}; got "
                 f"{expected}"
+            )
+        if stage == "fit" and self.learns_from_unlabeled and getattr(dm, "num_unlabeled_examples", None) == 0:
+            from pytorch_lightning.utilities.rank_zero import rank_zero_warn
+
+            rank_zero_warn(
+                f"{type(self).__name__} is a semi-supervised procedure, but the data has no "
+                "unlabeled examples: it trains on the labeled ones alone (CoNLL files: give "
+                "untagged sentences with --data.unlabeled_file FILE, or keep part of the "
+                "training file untagged with --data.num_labeled N)"
             )
         batch_size = getattr(dm, "batch_size", None)
         if stage == "fit" and self.optimizer_name == "lbfgs" and batch_size is not None:

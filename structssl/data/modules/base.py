@@ -116,6 +116,21 @@ def without_labels(examples: list[Example]) -> list[Example]:
     return [{k: v for k, v in ex.items() if k != "labels"} for ex in examples]
 
 
+def _check_lengths(owner: str, splits: dict[str, list[Example]]) -> None:
+    """Refuse an example whose per-position tensors are empty (a sequence of length 0),
+    naming its split and index: the structures need at least one position."""
+    for split, examples in splits.items():
+        for i, ex in enumerate(examples):
+            for key in _SEQUENCE_KEYS:
+                value = ex.get(key)
+                if isinstance(value, Tensor) and value.dim() > 0 and value.shape[0] == 0:
+                    raise ValueError(
+                        f"{owner}: the {split} example {i} has length 0 ({key!r} of shape "
+                        f"{tuple(value.shape)}); every sequence needs at least one position: "
+                        "drop the empty ones"
+                    )
+
+
 def stack_collate(examples: list[Example]) -> dict[str, Any]:
     """One batch of fixed-size examples (no padding, no ``lengths``): every key stacked, e.g.
     ``inputs`` (B, D) and, when present, ``labels`` (B,) or (B, K)."""
@@ -297,6 +312,14 @@ def is_data_error(err: BaseException) -> bool:
     return bool(getattr(err, "_structssl_data_error", False))
 
 
+def user_error(message: str) -> ValueError:
+    """A ``ValueError`` marked as the user's (their data, paths, constraints or classes), which
+    the ``structssl`` command prints as one line without a traceback (:func:`is_data_error`)."""
+    error = ValueError(message)
+    error._structssl_data_error = True  # type: ignore[attr-defined]
+    return error
+
+
 class SemiSupervisedDataModule(pl.LightningDataModule):
     """Base of the data modules: loaders over example lists made by :meth:`build` (see module doc).
 
@@ -316,6 +339,9 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
     (``state_dict``). See ``docs/distributed.md``.
     """
 
+    #: the number of labels (a class attribute, or set in ``__init__`` / ``build``)
+    num_labels: int = 0
+
     def __init__(
         self,
         batch_size: Optional[int] = None,
@@ -330,7 +356,6 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
         self.eval_batch_size = _check_count(eval_batch_size, "eval_batch_size", 1)
         self.shuffle = bool(shuffle)
         self.num_workers = _check_count(num_workers, "num_workers", 0)
-        self.num_labels: int = 0
         self._splits: Optional[dict[str, list[Example]]] = None
         self._shuffle_seed: Optional[int] = None
 
@@ -351,8 +376,32 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
             except (OSError, ValueError) as err:
                 err._structssl_data_error = True  # type: ignore[attr-defined]
                 raise
-            assert set(splits) == {"labeled", "unlabeled", "dev", "test"}, set(splits)
+            expected = {"labeled", "unlabeled", "dev", "test"}
+            if not isinstance(splits, dict) or set(splits) != expected:
+                got = sorted(splits) if isinstance(splits, dict) else type(splits).__name__
+                raise ValueError(
+                    f"{type(self).__name__}.build() must return a dict of the example lists "
+                    f"{sorted(expected)} (empty lists allowed); got {got}"
+                )
+            _check_lengths(type(self).__name__, splits)
             self._splits = splits
+
+    def model_sizes(self) -> dict[str, Any]:
+        """What a model takes from this data (a procedure's setup passes it to the structure's
+        and the scorer's ``resolve_sizes``): ``num_labels`` when set, and ``input_dim`` (the
+        last dim of the first training example's ``inputs``) for dense (floating-point)
+        inputs; index features leave their size to the config (a feature space may be larger
+        than the indices one data set uses). Data modules with more to say (tags, task,
+        feature counts) override it."""
+        self.setup()
+        sizes: dict[str, Any] = {}
+        if self.num_labels:
+            sizes["num_labels"] = int(self.num_labels)
+        first = next((ex for key in ("labeled", "unlabeled") for ex in self.splits[key]), None)
+        inputs = first.get("inputs") if first is not None else None
+        if isinstance(inputs, Tensor) and inputs.dim() >= 1 and inputs.is_floating_point():
+            sizes["input_dim"] = int(inputs.shape[-1])
+        return sizes
 
     @property
     def splits(self) -> dict[str, list[Example]]:

@@ -98,7 +98,8 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         max_test: keep only the first ``max_test`` test sentences (default: all).
         min_length: keep only the training-file sentences of at least this many tokens in
             the pool that is split into labeled and unlabeled (default: no bound; the tag set
-            still comes from the whole file).
+            still comes from the whole file; the summary line counts the sentences left out;
+            the sentences of ``unlabeled_file`` are not bounded).
         max_length: the same, at most this many tokens (e.g. the thesis's pool of CoNLL-2002
             sentences of 10 to 40 tokens: ``min_length=10, max_length=40``).
         min_count: feature count threshold.
@@ -247,11 +248,18 @@ class CoNLLDataModule(SemiSupervisedDataModule):
 
         name = self.files[key]
         assert name is not None
+        option = f"--data.{key}_file / {key}_file="
         if Path(name).is_file():
             return Path(name)
         if Path(name).is_absolute():
-            raise FileNotFoundError(f"no such file: {name} (the {key} file)")
-        return data_file(name, f"a CoNLL column file ({key} split)", self.data_dir)
+            raise FileNotFoundError(f"no such file: {name} (the {key} file, {option})")
+        try:
+            return data_file(name, f"a CoNLL column file ({key} split)", self.data_dir)
+        except FileNotFoundError as err:  # neither here nor in the data directory
+            raise FileNotFoundError(
+                f"no such file: {name} (the {key} file, {option}) in the current directory "
+                f"{Path.cwd()}, nor in the data directory: {err}"
+            ) from None
 
     def build(self) -> dict[str, list[Example]]:
         from structssl.data.paths import DecodingError
@@ -307,7 +315,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
             f"{fmt.scheme} ({origin}), {fmt.num_labels} tags{' (BIO)' if fmt.task == 'bio' else ''}: "
             f"{', '.join(fmt.tags[:12])}{' ...' if fmt.num_labels > 12 else ''}; "
             f"{len(labeled)} kept tagged, {len(unlabeled)} untagged (semi-supervised procedures "
-            "train on these)"
+            f"train on these){self._bounds_note(len(train) - len(pool))}"
         )
         where: list[str] = []
         for key, sequences in (("dev", dev), ("test", test)):
@@ -333,6 +341,16 @@ class CoNLLDataModule(SemiSupervisedDataModule):
             "dev": [{**fmt.encode(s, True), "tokens": s.tokens} for s in dev],
             "test": [{**fmt.encode(s, True), "tokens": s.tokens} for s in test],
         }
+
+    def _bounds_note(self, left_out: int) -> str:
+        """What the length bounds left out of the training file, for the summary line."""
+        if not left_out:
+            return ""
+        bounds = ", ".join(
+            f"{name}={value}" for name, value in (("min_length", self.min_length), ("max_length", self.max_length))
+            if value is not None
+        )
+        return f"; {left_out} training sentences outside the length bounds ({bounds}) left out"
 
     # ------------------------------------------------------------------ loaders
     def _wants_chunks(self) -> bool:
