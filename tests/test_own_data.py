@@ -813,7 +813,8 @@ def test_semi_supervised_configs_on_a_tag_set_never_seen(
     root = corpus["root"]
     option, procedure = _SSL_CONFIGS[name]
     out = tmp_path / "run"
-    with mock.patch("sys.argv", ["structssl"]):
+    with mock.patch("sys.argv", ["structssl"]), \
+            mock.patch("structssl.training.cccp.rank_zero_info") as info:
         cli = cli_main([
             "fit", f"--config={CONFIG.parent / name}", f"--data.train_file={root / 'TRAIN.conll'}",
             f"--data.dev_file={root / 'DEV.conll'}", f"--data.unlabeled_file={root / 'UNLABELED.txt'}",
@@ -828,6 +829,9 @@ def test_semi_supervised_configs_on_a_tag_set_never_seen(
     if procedure == "CCCPModule":  # linearised at the constraint-guided taggings (0 when all hold)
         assert "train/cccp_objective" in metrics and float(metrics["train/cccp_outer"]) == 1
         assert 0 <= float(metrics["train/cccp_guided_changed"]) <= 1
+        (line,) = [c.args[0] for c in info.call_args_list if "CCCP outer iterations" in c.args[0]]
+        assert line.startswith("CCCPModule: 2 CCCP outer iterations, J = ")  # outer 0 and 1
+        assert line.endswith("of the 30 constraint examples")  # the untagged sentences
     else:
         assert float(metrics["train/unlabeled_loss"]) > 0
     if procedure != "CoTrainingModule":  # constraints bound to the file's tags by pattern

@@ -27,7 +27,8 @@ bound never increases, whatever the optimiser. The value of ``J`` at each linear
 logged as ``train/cccp_objective``; training stops when its decrease between outer iterations
 is below ``tol`` (``trainer.should_stop``). The share of constraint examples whose
 constraint-guided labels differ from the model's own argmax at the linearisation point is
-logged as ``train/cccp_guided_changed`` (and printed once per outer iteration with ``J``):
+logged as ``train/cccp_guided_changed`` (and printed per outer iteration, with ``J``, at the
+end of ``fit``):
 where the constraints change few taggings, the step has little to move towards, and with a
 small ``C2`` CCCP stops after one or two outer iterations close to its start.
 
@@ -503,6 +504,7 @@ class CCCPModule(StructuredModule):
         self._linearized: dict[Any, Any] = {}
         self._lin_outer = -1
         self._binding = [0, 0]  # this outer iteration: examples whose guided labels differ, all
+        self._outer_binding: list[tuple[int, int]] = []  # the same, per outer iteration
         self._outer_values: list[float] = []
         self._pending: Optional[float] = None
         self._corpus: list[Constraint] = []
@@ -987,11 +989,7 @@ class CCCPModule(StructuredModule):
             self.log("train/cccp_outer", float(self._outer()), **log)
             changed, total = self._binding
             self.log("train/cccp_guided_changed", changed / max(total, 1), **log)
-            rank_zero_info(
-                f"{type(self).__name__}: CCCP outer iteration {self._outer()}: J = {value:.6g}; "
-                f"the constraints change the tagging of {changed} of the {total} constraint "
-                "examples"
-            )
+            self._outer_binding.append((changed, total))
             if self.tol is not None and self._outer_values and self._outer_values[-1] - value < self.tol:
                 self.trainer.should_stop = True
             self._outer_values.append(value)
@@ -999,6 +997,19 @@ class CCCPModule(StructuredModule):
             for chunk in chunks:
                 self.train_metrics.update(self.decode(chunk), chunk["labels"], lengths=chunk.get("lengths"))
         return terms.objective.detach()
+
+    def on_fit_end(self) -> None:
+        """One line on what CCCP did: J at each outer iteration's linearisation point and how
+        many constraint examples the constraints retagged there (after the progress bar)."""
+        if not self._outer_values:
+            return
+        values = ", ".join(f"{v:.6g}" for v in self._outer_values)
+        changed = ", ".join(str(c) for c, _ in self._outer_binding)
+        rank_zero_info(
+            f"{type(self).__name__}: {len(self._outer_values)} CCCP outer iterations, J = "
+            f"{values}; the constraints changed the tagging of {changed} of the "
+            f"{self._outer_binding[-1][1]} constraint examples"
+        )
 
     @property
     def learns_from_unlabeled(self) -> bool:
