@@ -286,8 +286,12 @@ def _cli_class() -> Any:
             # Lightning reads --ckpt_path here first: a bad file gets an error naming it
             sub = self.config.get("subcommand")
             if sub and self.config[sub].get("ckpt_path"):
+                model = self.config[sub].get("model")
+                procedure = model.get("class_path") if hasattr(model, "get") else None
                 try:
-                    check_checkpoint_file(self.config[sub]["ckpt_path"], resume=sub == "fit")
+                    check_checkpoint_file(
+                        self.config[sub]["ckpt_path"], resume=sub == "fit", procedure=procedure
+                    )
                 except (OSError, ValueError) as err:  # the user's path: one line, no traceback
                     err._structssl_data_error = True  # type: ignore[attr-defined]
                     raise
@@ -437,12 +441,14 @@ def _read_checkpoint(path: Any) -> Any:
     return torch.load(path, map_location="cpu", weights_only=False, mmap=zipfile.is_zipfile(path))
 
 
-def check_checkpoint_file(path: Any, resume: bool = False) -> None:
+def check_checkpoint_file(path: Any, resume: bool = False, procedure: Optional[str] = None) -> None:
     """Fail early, naming the file, when ``--ckpt_path`` is not a readable checkpoint (missing,
     empty, truncated or corrupt), or with ``resume`` (``structssl fit``) one without the
     optimizer state (``best.ckpt``), instead of a bare ``OSError`` / ``EOFError`` / ``KeyError``
-    from deep inside Lightning. Lightning's own names (``last``, ``best``, ``hpc``,
-    ``registry...``) pass.
+    from deep inside Lightning; or, with ``procedure`` (the config's model ``class_path``), one
+    written by another procedure (a run resumed or scored under another recipe's config would
+    go on as the config's procedure with the other's weights and state). Lightning's own names
+    (``last``, ``best``, ``hpc``, ``registry...``) pass.
 
     Raises:
         FileNotFoundError: no such file.
@@ -479,6 +485,14 @@ def check_checkpoint_file(path: Any, resume: bool = False) -> None:
             f"--ckpt_path {file}: not a readable checkpoint ({size} bytes; "
             f"{type(err).__name__}: {err}) {hint}"
         ) from None
+    written_by = (ckpt.get("hyper_parameters") or {}).get("_class_path") if isinstance(ckpt, dict) else None
+    if procedure and isinstance(written_by, str) and written_by != procedure:
+        raise ValueError(
+            f"--ckpt_path {file}: the checkpoint was written by {written_by}, and this config's "
+            f"model is {procedure}; give the config of the run that wrote it (RUN_DIR/"
+            "lightning_logs/version_*/config.yaml)"
+            + (", or start a new run without --ckpt_path" if resume else "")
+        )
     if resume and isinstance(ckpt, dict) and "optimizer_states" not in ckpt:
         raise ValueError(
             f"--ckpt_path {file}: the checkpoint holds the model alone, without the optimizer "

@@ -1230,6 +1230,25 @@ def test_resuming_from_best_ckpt_is_one_line(corpus: dict[str, Any], run_dir: Pa
     assert err.endswith("or evaluate it with `structssl test --ckpt_path`") and "\n" not in err
 
 
+def test_a_checkpoint_of_another_procedure_is_refused_by_name(
+    corpus: dict[str, Any], run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run_dir was trained by configs/tagger.yaml (SupervisedModule): resuming or scoring it
+    under a recipe of another procedure would go on as that procedure with these weights."""
+    root = corpus["root"]
+    last, best = run_dir / "checkpoints" / "last.ckpt", run_dir / "checkpoints" / "best.ckpt"
+    common = [f"--config={CONFIG.parent / 'tagger_ssl.yaml'}", f"--data.train_file={root / 'TRAIN.conll'}",
+              f"--data.dev_file={root / 'DEV.conll'}", f"--data.unlabeled_file={root / 'UNLABELED.txt'}"]
+    assert main(["fit", *common, f"--trainer.default_root_dir={run_dir}", f"--ckpt_path={last}"]) == 2
+    assert main(["validate", *common, f"--ckpt_path={best}"]) == 2
+    fit_err, validate_err = capsys.readouterr().err.strip().splitlines()
+    said = ("the checkpoint was written by structssl.training.SupervisedModule, and this config's "
+            "model is structssl.training.TransductiveModule; give the config of the run that wrote it")
+    assert fit_err.startswith(f"structssl fit: --ckpt_path {last}: {said}")
+    assert fit_err.endswith("or start a new run without --ckpt_path")
+    assert validate_err.startswith(f"structssl validate: --ckpt_path {best}: {said}")
+
+
 def test_predict_takes_token_lists(run_dir: Path) -> None:
     tagger = Tagger.load(run_dir)
     sentences = [["Aspirina", "cada", "dia"], ["Morfina"]]
