@@ -153,6 +153,32 @@ def test_other_schemes_train_as_bio(tmp_path: Path, scheme: str) -> None:
     assert set(dm.tags) <= {"O", "B-DOSE", "I-DOSE", "B-DRUG", "I-DRUG"}
 
 
+def test_io_tags_train_as_spans_and_come_back_without_prefixes(tmp_path: Path) -> None:
+    """IO files (entity types without prefixes, e.g. Stanford NER's, Few-NERD's): detected as
+    plain with a hint; given as ``io`` they train on BIO spans (span F1) and predict back in IO."""
+    assert to_bio(["O", "DRUG", "DRUG", "O", "DOSE"], "io") == ["O", "B-DRUG", "I-DRUG", "O", "B-DOSE"]
+    assert from_bio(["B-DRUG", "B-DRUG", "I-DRUG", "O"], "io") == ["DRUG", "DRUG", "DRUG", "O"]
+    rng = random.Random(2)
+    train = [_sentence(rng) for _ in range(40)]
+    _write(tmp_path / "t.io", train, scheme="io")
+    _write(tmp_path / "new.txt", train[:5], tags=False)
+    with mock.patch("pytorch_lightning.utilities.rank_zero.rank_zero_info") as info:
+        CoNLLDataModule(train_file=str(tmp_path / "t.io")).setup()
+    assert info.call_args_list[0].args[0].endswith(
+        "--data.tag_scheme io reads them as spans, scored by span F1")
+    out = tmp_path / "run"
+    assert main(["fit", f"--config={CONFIG}", f"--data.train_file={tmp_path / 't.io'}",
+                 "--data.tag_scheme=io", f"--trainer.default_root_dir={out}",
+                 "--trainer.max_epochs=2", "--trainer.enable_progress_bar=false"]) == 0
+    tagger = Tagger.load(out)
+    assert set(tagger.model.data_format["tags"]) <= {"O", "B-DOSE", "I-DOSE", "B-DRUG", "I-DRUG"}
+    predicted = {t for sent in tagger.tag([[w for w, _ in s] for s in train[:5]]) for t in sent}
+    assert predicted and predicted <= {"O", "DRUG", "DOSE"}
+    (tmp_path / "bad.io").write_text("Aspirina B-DRUG\ncada O\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.io:1: expected an IO tag .*got 'B-DRUG'"):
+        CoNLLDataModule(train_file=str(tmp_path / "bad.io"), tag_scheme="io").setup()
+
+
 def test_plain_tags_give_token_accuracy(tmp_path: Path) -> None:
     (tmp_path / "pos.txt").write_text("El DA\nperro NC\ncome VM\n\nLa DA\ngata NC\n\n")
     dm = CoNLLDataModule(train_file=str(tmp_path / "pos.txt"), dev_file=None, test_file=None)

@@ -13,6 +13,10 @@ scheme      tags
             directly follows another span of the same type (CoNLL-2003's original files)
 ``bioes``   ``O``, ``B-X``, ``I-X``, ``E-X`` (last token), ``S-X`` (single-token span)
 ``bilou``   the same with ``U-X`` for single and ``L-X`` for last tokens
+``io``      ``O`` and entity types without prefixes (``PER``, ``person-actor``): a span is a
+            run of tokens of one type (two adjacent spans of one type merge: the scheme cannot
+            tell them apart), as in Stanford NER's training files and Few-NERD; given, never
+            detected (``tag_scheme="io"``)
 ``plain``   any tag strings without span structure (part-of-speech tags, ...): no conversion,
             token accuracy only
 ==========  =================================================================================
@@ -47,9 +51,9 @@ __all__ = [
     "entity_types",
 ]
 
-Scheme = Literal["bio", "iob1", "bioes", "bilou", "plain"]
-#: the tag schemes, in the order :func:`detect_scheme` considers them
-SCHEMES: tuple[str, ...] = ("bio", "iob1", "bioes", "bilou", "plain")
+Scheme = Literal["bio", "iob1", "bioes", "bilou", "io", "plain"]
+#: the tag schemes (:func:`detect_scheme` picks among them all but ``io``)
+SCHEMES: tuple[str, ...] = ("bio", "iob1", "bioes", "bilou", "io", "plain")
 
 _PREFIXES = {"bio": "BI", "iob1": "BI", "bioes": "BIES", "bilou": "BILU"}
 _PREFIXED = re.compile(r"^([A-Z])-(.+)$")
@@ -70,6 +74,11 @@ def check_tag(tag: str, scheme: str) -> Optional[str]:
     if scheme == "plain" or tag == "O":
         return None
     prefix, kind = _split(tag)
+    if scheme == "io":
+        if prefix:
+            return (f"expected an IO tag (O, or an entity type without a prefix); got {tag!r} "
+                    "(a span tag: leave tag_scheme to detection)")
+        return None
     allowed = _PREFIXES[scheme]
     if prefix and prefix in allowed and kind:
         return None
@@ -154,7 +163,7 @@ def to_bio(tags: Seq[str], scheme: str) -> list[str]:
     out: list[str] = []
     previous = ("O", "")
     for tag in tags:
-        prefix, kind = _split(tag)
+        prefix, kind = ("O", "") if tag == "O" else ("I", tag) if scheme == "io" else _split(tag)
         if prefix == "O":
             out.append("O")
         else:
@@ -182,6 +191,8 @@ def from_bio(tags: Seq[str], scheme: str) -> list[str]:
     """
     if scheme in ("bio", "plain"):
         return list(tags)
+    if scheme == "io":
+        return [tag if tag == "O" else _split(tag)[1] for tag in tags]
     spans: list[tuple[str, bool, bool]] = []  # (type, first of its span, last of its span)
     n = len(tags)
     parsed = [_split(t) for t in tags]

@@ -84,7 +84,8 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         separator: column separator (default: runs of whitespace; the two characters ``\\t`` mean
             a tab).
         encoding: text encoding of the files.
-        tag_scheme: ``auto`` (detect), ``bio``, ``iob1``, ``bioes``, ``bilou`` or ``plain``.
+        tag_scheme: ``auto`` (detect), ``bio``, ``iob1``, ``bioes``, ``bilou``, ``io``
+            (entity types without prefixes; never detected) or ``plain``.
         layout: ``auto`` (CoNLL-U / CoNLL-X when the training file looks like one: ten
             tab-separated columns, a word index first), ``columns`` or ``conllu``. CoNLL-U
             files skip ``#`` comments, multiword-token and empty-node lines; the token is FORM
@@ -138,7 +139,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         feature_columns: Optional[list[int]] = None,
         separator: Optional[str] = None,
         encoding: str = "utf-8",
-        tag_scheme: Literal["auto", "bio", "iob1", "bioes", "bilou", "plain"] = "auto",
+        tag_scheme: Literal["auto", "bio", "iob1", "bioes", "bilou", "io", "plain"] = "auto",
         layout: Literal["auto", "columns", "conllu"] = "auto",
         num_labeled: Optional[int] = None,
         labeled_fraction: Optional[float] = None,
@@ -316,6 +317,9 @@ class CoNLLDataModule(SemiSupervisedDataModule):
             f"{', '.join(fmt.tags[:12])}{' ...' if fmt.num_labels > 12 else ''}; "
             f"{len(labeled)} kept tagged, {len(unlabeled)} untagged (semi-supervised procedures "
             f"train on these){self._bounds_note(len(train) - len(pool))}"
+            + ("; the tags have no prefixes beside O: if they are entity types (IO tagging), "
+               "--data.tag_scheme io reads them as spans, scored by span F1"
+               if origin == "detected" and fmt.scheme == "plain" and "O" in fmt.tags else "")
         )
         where: list[str] = []
         for key, sequences in (("dev", dev), ("test", test)):
