@@ -840,7 +840,7 @@ def test_semi_supervised_configs_on_a_tag_set_never_seen(
     option, procedure = _SSL_CONFIGS[name]
     out = tmp_path / "run"
     with mock.patch("sys.argv", ["structssl"]), \
-            mock.patch("structssl.training.cccp.rank_zero_info") as info:
+            mock.patch("pytorch_lightning.utilities.rank_zero.rank_zero_info") as info:
         cli = cli_main([
             "fit", f"--config={CONFIG.parent / name}", f"--data.train_file={root / 'TRAIN.conll'}",
             f"--data.dev_file={root / 'DEV.conll'}", f"--data.unlabeled_file={root / 'UNLABELED.txt'}",

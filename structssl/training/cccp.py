@@ -118,7 +118,6 @@ import math
 from typing import Any, Literal, NamedTuple, Optional, Sequence
 
 import torch
-from pytorch_lightning.utilities.rank_zero import rank_zero_info
 from torch import Tensor, nn
 
 from structssl.constraints import (
@@ -999,17 +998,17 @@ class CCCPModule(StructuredModule):
         return terms.objective.detach()
 
     def on_fit_end(self) -> None:
-        """One line on what CCCP did: J at each outer iteration's linearisation point and how
-        many constraint examples the constraints retagged there (after the progress bar)."""
-        if not self._outer_values:
-            return
-        values = ", ".join(f"{v:.6g}" for v in self._outer_values)
-        changed = ", ".join(str(c) for c, _ in self._outer_binding)
-        rank_zero_info(
-            f"{type(self).__name__}: {len(self._outer_values)} CCCP outer iterations, J = "
-            f"{values}; the constraints changed the tagging of {changed} of the "
-            f"{self._outer_binding[-1][1]} constraint examples"
-        )
+        """Adds one line on what CCCP did: J at each outer iteration's linearisation point and
+        how many constraint examples the constraints retagged there."""
+        if self._outer_values:
+            values = ", ".join(f"{v:.6g}" for v in self._outer_values)
+            changed = ", ".join(str(c) for c, _ in self._outer_binding)
+            self._fit_end_lines.append(
+                f"{type(self).__name__}: {len(self._outer_values)} CCCP outer iterations, J = "
+                f"{values}; the constraints changed the tagging of {changed} of the "
+                f"{self._outer_binding[-1][1]} constraint examples"
+            )
+        super().on_fit_end()
 
     @property
     def learns_from_unlabeled(self) -> bool:

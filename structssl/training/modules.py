@@ -352,6 +352,7 @@ class StructuredModule(pl.LightningModule):
         #: ``reason`` ("relative_decrease" or "lbfgs"), ``objective``, ``relative_decrease``,
         #: ``lbfgs_iterations``, ``lbfgs_evaluations`` (None without L-BFGS)
         self.converged: Optional[dict[str, Any]] = None
+        self._fit_end_lines: list[str] = []  # printed by on_fit_end
         #: ``J`` of the last epoch with the final objective (None: none yet, or the last
         #: epoch's schedule was under way); saved in checkpoints
         self._previous_objective: Optional[float] = None
@@ -1065,8 +1066,6 @@ class StructuredModule(pl.LightningModule):
             "lbfgs_evaluations": track.get("evaluations"),
         }
         self.trainer.should_stop = True
-        from pytorch_lightning.utilities.rank_zero import rank_zero_info
-
         where = f"epoch {int(self.current_epoch)}"
         if track["lbfgs"]:
             where += (f" after {track['iterations']} L-BFGS iterations "
@@ -1075,11 +1074,20 @@ class StructuredModule(pl.LightningModule):
             "L-BFGS stopped before lbfgs_max_iter by its own tolerances" if reason == "lbfgs"
             else f"relative decrease {decrease:.3g} < tolerance {self.tolerance:g}"
         )
-        rank_zero_info(
+        self._fit_end_lines.append(
             f"{type(self).__name__} converged at {where}: objective {objective:.6g}, {test}"
             + (f" (relative decrease over the epoch {decrease:.3g})"
                if reason == "lbfgs" and decrease is not None else "")
         )
+
+    def on_fit_end(self) -> None:
+        """Print what the procedures noted during fit (convergence, CCCP's outer iterations)
+        once the progress bar is closed, one line each."""
+        from pytorch_lightning.utilities.rank_zero import rank_zero_info
+
+        for line in self._fit_end_lines:
+            rank_zero_info(line)
+        self._fit_end_lines = []
 
     # ------------------------------------------------------------------ evaluation
     def _eval_step(self, batch: Batch, metrics: Any, stage: str) -> None:
