@@ -223,7 +223,12 @@ def _cli_class() -> Any:
 
     class StructSSLParser(LightningArgumentParser):
         """A command-line error in one line (the option and the reason, see
-        :func:`short_parse_error`) instead of argparse's usage of every option."""
+        :func:`short_parse_error`) instead of argparse's usage of every option; options are
+        never abbreviated (``--trainer.max_epoch`` is an error, not ``max_epochs``)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("allow_abbrev", False)
+            super().__init__(*args, **kwargs)
 
         def error(self, message: str, ex: Optional[Exception] = None) -> Any:
             return _one_line_error(self, super().error, message, ex)
@@ -508,11 +513,13 @@ def short_parse_error(message: str) -> str:
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     keys: list[str] = []
     reason: Optional[str] = None
+    innermost = 0  # the line of the last "Parser key"
     for i, line in enumerate(lines):
         match = re.match(r'Parser key "([^"]+)":\s*(.*)', line)
         following = lines[i + 1] if i + 1 < len(lines) else ""
         if match:
             keys.append(match.group(1))
+            innermost = i
             reason, at = (match.group(2), i) if match.group(2) else (following, i + 1)
             inner = lines[at + 1] if at + 1 < len(lines) else ""
             if reason.endswith(":") and inner and not inner.startswith(("Parser key", "- ")):
@@ -522,8 +529,14 @@ def short_parse_error(message: str) -> str:
     if not keys or not reason:
         return message
     if reason.startswith("Does not validate against any of the Union subtypes"):
-        branches = [line[2:] for line in lines if line.startswith("- ")]  # one per subtype
-        reason = "; ".join(branches) or reason
+        branches, given = [], ""  # the innermost union's subtypes, up to its given value's type
+        for line in lines[innermost + 1:]:
+            if line.startswith("Given value type:"):
+                given = f" ({line[:1].lower()}{line[1:]})"
+                break
+            if line.startswith("- "):
+                branches.append(line[2:])
+        reason = "; ".join(branches) + given if branches else reason
     return f"--{'.'.join(keys)}: {reason}"
 
 

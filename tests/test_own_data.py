@@ -1163,6 +1163,20 @@ def test_command_line_errors_are_one_line(tmp_path: Path, capsys: pytest.Capture
         "--model.scorer: Problem with given class_path 'mymodule.MLPChainScorer': No module "
         "named 'mymodule'"
     )
+    union = ('Parser key "data":\n  Does not validate against any of the Union subtypes\n  Errors:\n'
+             "    - Problem with given class_path 'structssl.data.CoNLLDataModule':\n"
+             '        Parser key "max_length":\n'
+             "          Does not validate against any of the Union subtypes\n"
+             "          Subtypes: [<class 'int'>, <class 'NoneType'>]\n          Errors:\n"
+             "            - Expected a <class 'int'>\n            - Expected a <class 'NoneType'>\n"
+             "          Given value type: <class 'str'>\n    - Expected a <class 'NoneType'>\n")
+    assert short_parse_error(union) == (
+        "--data.max_length: Expected a <class 'int'>; Expected a <class 'NoneType'> (given "
+        "value type: <class 'str'>)"
+    )
+    with pytest.raises(SystemExit):  # options are not abbreviated
+        main(["fit", f"--config={CONFIG}", "--data.train_file=x", "--trainer.max_epoch=1"])
+    assert "unrecognized arguments: --trainer.max_epoch=1" in capsys.readouterr().err
 
 
 def test_unlabeled_file_with_a_sentence_per_line_is_refused(tmp_path: Path) -> None:
