@@ -391,6 +391,10 @@ def _cli_class() -> Any:
             if cb.monitor and cb.best_model_score is not None:
                 print(f"best dev {cb.monitor} {float(cb.best_model_score):.4f} at epoch {epoch}: "
                       f"{cb.best_model_path}")
+            elif getattr(self.datamodule, "dev_from_unlabeled", False):
+                print(f"the dev split is the unlabeled training examples (their labels are "
+                      f"reported, never used to choose): {cb.best_model_path} holds the last "
+                      f"epoch's model (epoch {epoch})")
             else:
                 print(f"no dev examples: {cb.best_model_path} holds the last epoch's model (epoch {epoch})")
 

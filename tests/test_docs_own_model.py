@@ -34,6 +34,7 @@ def test_own_model_doc_runs_as_written(tmp_path: Path, monkeypatch: pytest.Monke
     exec(compile("\n".join(_blocks("python")), str(DOC), "exec"), namespace)  # noqa: S102
     torch.set_num_threads(before)
     assert namespace["accuracy"] > 0.8, namespace["accuracy"]  # Gaussian HMM, 20 labeled
+    assert namespace["micro_f1"] > 0.8, namespace["micro_f1"]  # the ARFF file's two labels
     again, model = namespace["again"], namespace["model"]
     for name, value in model.state_dict().items():
         torch.testing.assert_close(again.state_dict()[name], value, equal_nan=True)

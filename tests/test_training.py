@@ -566,3 +566,39 @@ def test_transductive_term_moves_the_boundary_into_the_gap() -> None:
     transductive = error(tsvm, [2.0**-k for k in range(5, -1, -1)])
     assert supervised > 0.15  # the tilted supervised boundary cuts the clusters
     assert transductive < 0.05 < supervised - 0.1
+
+
+def test_a_fit_without_labeled_examples_stops_at_setup() -> None:
+    """An empty training file: the fit trained nothing and reported the untrained model's
+    test scores with exit status 0."""
+
+    class Unlabeled(SyntheticHMMDataModule):
+        def build(self):  # type: ignore[no-untyped-def]
+            splits = super().build()
+            return {**splits, "unlabeled": splits["labeled"] + splits["unlabeled"], "labeled": []}
+
+    data = Unlabeled(num_train=24, num_labeled=8, num_dev=6, num_test=6, num_states=C_LABELS,
+                     length=6, dim=DIM)
+    with pytest.raises(ValueError, match="SupervisedModule: Unlabeled has no labeled training examples"):
+        _trainer(max_epochs=1).fit(SupervisedModule(LinearChain(C_LABELS), _scorer()), data)
+
+
+def test_best_checkpoint_is_never_chosen_on_the_labels_of_unlabeled_examples(tmp_path: Path) -> None:
+    """A dev split made of the unlabeled training examples with their labels (seed 004's
+    transductive report, MulanDataModule(evaluate_unlabeled=True)) is reported, but best.ckpt
+    is the last epoch's model; an ordinary dev split chooses it."""
+    from structssl.training.checkpointing import run_checkpoints
+
+    class Transductive(SyntheticHMMDataModule):
+        dev_from_unlabeled = True
+
+    args = dict(num_train=24, num_labeled=8, num_dev=6, num_test=6, num_states=C_LABELS, length=6,
+                dim=DIM, separation=3.0)
+    for data, monitored in ((SyntheticHMMDataModule(**args), True), (Transductive(**args), False)):
+        best, _ = run_checkpoints(tmp_path / type(data).__name__)
+        _trainer(max_epochs=3, callbacks=[best], enable_checkpointing=True).fit(
+            SupervisedModule(LinearChain(C_LABELS), _scorer()), data)
+        assert (best.monitor == "val/token_accuracy") == monitored
+        if not monitored:
+            assert best.monitor is None
+            assert torch.load(best.best_model_path, weights_only=False)["epoch"] == 2

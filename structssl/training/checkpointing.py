@@ -48,7 +48,9 @@ class LastCheckpoint(ModelCheckpoint):
 
 class BestCheckpoint(ModelCheckpoint):
     """``best.ckpt``: the model of the best dev metric so far, weights only (see the module
-    docstring); without dev examples the model of the last epoch.
+    docstring); without dev examples, or with a dev split of unlabeled training examples
+    (``dev_from_unlabeled``, :class:`~structssl.data.MulanDataModule`), the model of the
+    last epoch.
 
     Args:
         dirpath: where the file goes (the CLI passes ``<default_root_dir>/checkpoints``).
@@ -64,7 +66,10 @@ class BestCheckpoint(ModelCheckpoint):
         dm = getattr(trainer, "datamodule", None)
         splits = getattr(dm, "splits", None) if dm is not None else None
         monitor = getattr(pl_module, "monitor", None)
-        if splits and splits.get("dev") and callable(monitor):
+        # a dev split made of the unlabeled training examples with their labels (seed 004's
+        # transductive report) must not choose the model: those labels are not the user's
+        transductive = bool(getattr(dm, "dev_from_unlabeled", False))
+        if splits and splits.get("dev") and callable(monitor) and not transductive:
             self.monitor = monitor()
         else:  # no dev metric to select on: the last epoch's model
             self.monitor = None

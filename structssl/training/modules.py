@@ -720,6 +720,11 @@ class StructuredModule(pl.LightningModule):
                 f"structure.num_labels must match the data module's num_labels = {got}; got "
                 f"{expected}"
             )
+        if stage == "fit" and getattr(dm, "num_labeled_examples", None) == 0:
+            raise user_error(
+                f"{type(self).__name__}: {type(dm).__name__} has no labeled training examples "
+                "(an empty or unreadable training file?); nothing to train on"
+            )
         if stage == "fit" and self.learns_from_unlabeled and getattr(dm, "num_unlabeled_examples", None) == 0:
             from pytorch_lightning.utilities.rank_zero import rank_zero_warn
 

@@ -119,7 +119,8 @@ class MulanDataModule(SemiSupervisedDataModule):
         transductive: add the test inputs to the unlabeled set (seed 004 section 6.4).
         evaluate_unlabeled: the dev split is the unlabeled training examples with their labels
             (hidden from training), so ``val/micro_f1`` is seed 004 Fig. 1's unlabeled-set
-            curve; ``False``: no dev split.
+            curve (reported only: ``best.ckpt`` is not chosen on it, see
+            :attr:`dev_from_unlabeled`); ``False``: no dev split.
         num_unlabeled: keep only the first ``num_unlabeled`` unlabeled examples (``None``: all;
             for quick runs).
         max_test: keep only the first ``max_test`` test examples (``None``: all).
@@ -171,6 +172,12 @@ class MulanDataModule(SemiSupervisedDataModule):
                 data, self.labeled_fraction, self.split_seed, self.train_fraction, self.standardize
             )
         return self._arrays
+
+    @property
+    def dev_from_unlabeled(self) -> bool:
+        """Whether the dev split is the unlabeled training examples with their labels: reported
+        (Fig. 1), never used to choose ``best.ckpt``, which is then the last epoch's model."""
+        return self.evaluate_unlabeled
 
     @property
     def input_dim(self) -> int:
