@@ -38,6 +38,7 @@ import logging
 import os
 import re
 import sys
+import traceback
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -241,6 +242,17 @@ def _cli_class() -> Any:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("parser_class", StructSSLParser)
             super().__init__(*args, **kwargs)
+
+        def instantiate_classes(self) -> None:
+            try:
+                super().instantiate_classes()
+            except (ValueError, TypeError) as err:
+                from structssl.data.modules.base import user_error
+
+                reason = _argument_error(err)
+                if reason is None:
+                    raise
+                raise user_error(reason) from None  # one line: an option's value is refused
 
         @staticmethod
         def subcommands() -> dict[str, set[str]]:
@@ -508,6 +520,25 @@ def check_checkpoint_file(path: Any, resume: bool = False, procedure: Optional[s
             f"state (best.ckpt is written so), so a run cannot resume from it; resume from "
             f"{file.with_name('last.ckpt')}, or evaluate it with `structssl test --ckpt_path`"
         )
+
+
+def _argument_error(err: BaseException) -> Optional[str]:
+    """The reason a structssl class refused its arguments while the CLI built it (the innermost
+    ``ValueError`` / ``TypeError`` of the chain jsonargparse wraps it in, raised in structssl's
+    code), prefixed by the class; ``None`` for anything else."""
+    inner: BaseException = err
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    if not isinstance(inner, (ValueError, TypeError)) or inner.__traceback__ is None:
+        return None
+    frames = list(traceback.walk_tb(inner.__traceback__))
+    owner = next(
+        (type(frame.f_locals["self"]).__name__ for frame, _ in reversed(frames)
+         if frame.f_code.co_name == "__init__" and "self" in frame.f_locals
+         and "/structssl/" in frame.f_code.co_filename.replace("\\", "/")),
+        None,
+    )
+    return None if owner is None else f"{owner}: {inner}"
 
 
 def short_parse_error(message: str) -> str:

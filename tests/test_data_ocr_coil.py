@@ -65,6 +65,11 @@ def test_read_ocr_groups_words(tmp_path: Path) -> None:
         ),
         (
             1,
+            "\t".join(f if k != 10 else "x" for k, f in enumerate(_letter_line(2, "b", -1, 1, 2, 0, 2).split("\t"))),
+            "expected 128 pixels 0 or 1 separated by TABs; pixel 5 reads 'x\\t'",
+        ),
+        (
+            1,
             _letter_line(2, "b", -1, 1, 2, 0, 2) + "\t1",
             "expected 134 TAB-separated fields with 128 pixels 0 or 1; got 135 fields",
         ),

@@ -1174,6 +1174,11 @@ def test_command_line_errors_are_one_line(tmp_path: Path, capsys: pytest.Capture
         "--data.max_length: Expected a <class 'int'>; Expected a <class 'NoneType'> (given "
         "value type: <class 'str'>)"
     )
+    # a value a class refuses when the CLI builds it: its own message, one line, status 2
+    assert main(["fit", f"--config={CONFIG}", "--data.train_file=x", "--data.num_labeled=0"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "structssl fit: CoNLLDataModule: num_labeled must be an int >= 1 or None; got 0"
+    )
     with pytest.raises(SystemExit):  # options are not abbreviated
         main(["fit", f"--config={CONFIG}", "--data.train_file=x", "--trainer.max_epoch=1"])
     assert "unrecognized arguments: --trainer.max_epoch=1" in capsys.readouterr().err

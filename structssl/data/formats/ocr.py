@@ -160,7 +160,13 @@ def read_ocr(path: PathLike) -> OcrWords:
     bad = ((digits != ord("0")) & (digits != ord("1"))).any(1) | (seps != ord("\t")).any(1)
     if bad.any():
         k = int(bad.argmax())
-        raise ValueError(f"{path}:{lines[k]}: expected 128 pixels 0 or 1 separated by TABs")
+        row = pixel_rows[k].decode("ascii")
+        j = next(j for j in range(_NUM_PIXELS) if row[2 * j] not in "01" or (j < _NUM_PIXELS - 1 and row[2 * j + 1] != "\t"))
+        found = row[2 * j : 2 * j + 2]
+        raise ValueError(
+            f"{path}:{lines[k]}: expected 128 pixels 0 or 1 separated by TABs; pixel {j + 1} reads "
+            f"{found!r}"
+        )
     pixels = (digits - ord("0")).astype(np.uint8)
 
     row_of: dict[int, int] = {}

@@ -98,8 +98,16 @@ def load_pooled(name: str, data_dir: Optional[PathLike] = None) -> MultiLabelDat
     """The Mulan train and test files of ``name`` pooled into one data set."""
     train = load_mulan(name, "train", data_dir)  # type: ignore[arg-type]
     test = load_mulan(name, "test", data_dir)  # type: ignore[arg-type]
-    if train.label_names != test.label_names or train.feature_names != test.feature_names:
-        raise ValueError(f"the train and test files of {name!r} must have the same attributes")
+    for kind in ("feature_names", "label_names"):
+        a, b = getattr(train, kind), getattr(test, kind)
+        if a != b:
+            i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            got = (f"attribute {i + 1} is {a[i]!r} in train and {b[i]!r} in test" if i < min(len(a), len(b))
+                   else f"train has {len(a)}, test {len(b)}")
+            raise ValueError(
+                f"the train and test files of {name!r} must have the same {kind.split('_')[0]} "
+                f"attributes; {got}"
+            )
     return MultiLabelData(
         np.concatenate([train.X, test.X]), np.concatenate([train.Y, test.Y]),
         train.feature_names, train.label_names, train.relation,
