@@ -630,3 +630,22 @@ def test_sparse_weight_grad_scatter_equals_the_gather_sum(shape: tuple[int, int]
     batched = torch.func.vmap(lambda u: sparse_weight_grad_scatter(layout, u, 11))(ups)
     for i in range(4):
         torch.testing.assert_close(batched[i], sparse_weight_grad(layout, ups[i], 11), rtol=0, atol=1e-12)
+
+
+def test_masks_set_from_the_data_after_construction_load_from_a_checkpoint() -> None:
+    """A grammar's masks are buffers registered as None and filled at setup (adopt_grammar):
+    a scorer built from the config alone must take them from the state dict (load_model on a
+    treebank run failed with "Unexpected key(s) in state_dict: scorer.allowed_terms, ...")."""
+    from structssl.scorers import CKYScorer
+
+    trained = CKYScorer(3, num_words=5, init_std=0.1)
+    trained.allowed_terms = torch.tensor([True, False, True])
+    trained.allowed_rules = torch.rand(3, 3, 3, generator=torch.Generator().manual_seed(0)) > 0.3
+    fresh = CKYScorer(3, num_words=5)
+    assert fresh.allowed_terms is None
+    fresh.load_state_dict(trained.state_dict())
+    assert torch.equal(fresh.allowed_terms, trained.allowed_terms)
+    assert torch.equal(fresh.allowed_rules, trained.allowed_rules) and fresh.allowed_roots is None
+    words = torch.tensor([[0, 4, 2]])
+    for got, want in zip(fresh(words), trained(words)):
+        torch.testing.assert_close(got, want)

@@ -50,7 +50,7 @@ never trained, so it adds nothing.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
@@ -240,12 +240,21 @@ class Scorer(nn.Module):
     """Base class of the scorers: an ``nn.Module`` whose ``forward`` returns potentials.
 
     Any ``nn.Module`` that returns potentials in a structure's layout can be used with the
-    structures and losses; this base only adds :meth:`weight_norm_squared`.
+    structures and losses; this base adds :meth:`weight_norm_squared`, and loads the buffers a
+    scorer registered as ``None`` at construction and filled from the data at setup (e.g. a
+    grammar's masks) from a checkpoint, so that the checkpoint alone rebuilds the model.
     """
 
     def weight_norm_squared(self, include_bias: bool = True) -> Tensor:
         """``||w||^2`` over this scorer's parameters (see :func:`weight_norm_squared`)."""
         return weight_norm_squared(self, include_bias)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any, **kwargs: Any) -> None:
+        for name, value in list(self._buffers.items()):
+            saved = state_dict.get(prefix + name)
+            if value is None and isinstance(saved, Tensor):  # set from the data at setup
+                self._buffers[name] = torch.empty_like(saved)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 def _shape(x: object) -> object:
