@@ -331,6 +331,18 @@ def _cli_class() -> Any:
                     init_args=Namespace(save_dir=str(root), name="lightning_logs"),
                 )
 
+        def before_fit(self) -> None:
+            if hasattr(self.model, "data_options"):  # kept in checkpoints for structssl test
+                self.model.data_options = self._data_options()
+
+        def _data_options(self) -> Optional[dict[str, Any]]:
+            """The data module's class path and options of this command, as plain data."""
+            data = self._sub().get("data")
+            if not hasattr(data, "as_dict"):
+                return None
+            options = data.as_dict()
+            return {"class_path": options.get("class_path"), "init_args": options.get("init_args") or {}}
+
         def after_fit(self) -> None:
             self._report_best()
             if not self._sub().get("test_after_fit"):
@@ -371,7 +383,7 @@ def _cli_class() -> Any:
                 option = "--data.dev_file" if split == "dev" else "--data.test_file"
                 problem = f"the data module has no {split} examples to evaluate: pass {option} FILE"
             else:
-                problem = self._format_mismatch(str(ckpt_path))
+                problem = self._format_mismatch(str(ckpt_path)) or self._options_mismatch(str(ckpt_path))
             if problem is not None:
                 err = ValueError(problem)
                 err._structssl_data_error = True  # type: ignore[attr-defined]
@@ -390,6 +402,32 @@ def _cli_class() -> Any:
                     "--data.unlabeled_file and --data.dev_file); "
                     "to score a tagged file with the checkpoint's own features: structssl predict "
                     f"--model {ckpt_path} --input FILE --output PREDICTIONS")
+
+        def _options_mismatch(self, ckpt_path: str) -> Optional[str]:
+            """A checkpoint without a saved data format (data modules other than CoNLL rebuild
+            their features and splits from their options): the options of the fit that change
+            them, compared with this command's."""
+            if not Path(ckpt_path).is_file():
+                return None
+            ckpt = _read_checkpoint(ckpt_path)
+            saved = (ckpt.get("structssl") or {}) if isinstance(ckpt, dict) else {}
+            fit, now = saved.get("data_options"), self._data_options()
+            if saved.get("data_format") is not None or not fit or not now:
+                return None
+            if fit["class_path"] != now["class_path"]:
+                return (f"--ckpt_path {ckpt_path}: the model was trained on {fit['class_path']}, "
+                        f"and this config's data is {now['class_path']}")
+            differ = [
+                f"--data.{key} {now['init_args'].get(key)!r} (the fit's: {fit['init_args'].get(key)!r})"
+                for key in sorted(set(fit["init_args"]) | set(now["init_args"]))
+                if key not in EVALUATION_OPTIONS and fit["init_args"].get(key) != now["init_args"].get(key)
+            ]
+            if not differ:
+                return None
+            return (f"--ckpt_path {ckpt_path}: {'; '.join(differ[:4])}{' ...' if len(differ) > 4 else ''}: "
+                    f"{now['class_path'].rsplit('.', 1)[-1]} builds its examples (features, "
+                    "splits) from these options, so the score would not be of the fit's data "
+                    "and features; give the fit's (RUN_DIR/lightning_logs/version_*/config.yaml)")
 
         def _report_best(self) -> None:
             """One line after fit: which epoch ``best.ckpt`` holds and its dev score (or that it
@@ -520,6 +558,14 @@ def check_checkpoint_file(path: Any, resume: bool = False, procedure: Optional[s
             f"state (best.ckpt is written so), so a run cannot resume from it; resume from "
             f"{file.with_name('last.ckpt')}, or evaluate it with `structssl test --ckpt_path`"
         )
+
+
+#: data options that only choose or batch the evaluated examples (free to differ from the fit's
+#: in ``structssl test`` / ``validate``)
+EVALUATION_OPTIONS = frozenset({
+    "dev_file", "test_file", "max_dev", "max_test", "eval_batch_size", "batch_size",
+    "unlabeled_batch_size", "num_workers", "shuffle", "data_dir", "evaluate_unlabeled",
+})
 
 
 def _argument_error(err: BaseException) -> Optional[str]:

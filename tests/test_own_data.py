@@ -1294,6 +1294,29 @@ def test_a_checkpoint_of_another_procedure_is_refused_by_name(
     assert validate_err.startswith(f"structssl validate: --ckpt_path {best}: {said}")
 
 
+def test_test_refuses_other_data_options_than_the_fits_where_no_format_is_saved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Data modules other than CoNLL rebuild features and splits from their options: a test run
+    with another split seed scored the model on other data (a treebank's bracket F1 went from
+    1.0 to 0.18), silently; the evaluation-only options may differ."""
+    quick = [f"--config={CONFIG.parent / 'quickstart.yaml'}", "--data.init_args.num_train=30",
+             "--data.init_args.num_dev=5", "--data.init_args.num_test=5"]
+    assert main(["fit", *quick, "--trainer.max_epochs=1", f"--trainer.default_root_dir={tmp_path}",
+                 "--trainer.enable_progress_bar=false", "--test_after_fit=false"]) == 0
+    best = tmp_path / "checkpoints" / "best.ckpt"
+    capsys.readouterr()
+    assert main(["test", *quick, f"--ckpt_path={best}", "--data.init_args.eval_batch_size=2"]) == 0
+    assert main(["test", *quick, f"--ckpt_path={best}", "--data.init_args.split_seed=3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (
+        f"structssl test: --ckpt_path {best}: --data.split_seed 3 (the fit's: 0): "
+        "SyntheticHMMDataModule builds its examples (features, splits) from these options, so the "
+        "score would not be of the fit's data and features; give the fit's "
+        "(RUN_DIR/lightning_logs/version_*/config.yaml)"
+    )
+
+
 def test_predict_takes_token_lists(run_dir: Path) -> None:
     tagger = Tagger.load(run_dir)
     sentences = [["Aspirina", "cada", "dia"], ["Morfina"]]

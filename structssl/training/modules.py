@@ -368,6 +368,9 @@ class StructuredModule(pl.LightningModule):
         #: the data format the model was trained on (a plain dict, kept in checkpoints; e.g. a
         #: :class:`~structssl.data.tagging.TaggingFormat`'s state): what prediction needs
         self.data_format: Optional[dict[str, Any]] = None
+        #: the data module's class path and options of the fit (``structssl fit`` sets it; kept
+        #: in checkpoints): what ``structssl test`` compares where there is no data format
+        self.data_options: Optional[dict[str, Any]] = None
         self._sizes: dict[str, Any] = {}
         self._save_configuration()
         self.register_buffer("current_C", torch.tensor(self.C, dtype=torch.float64))
@@ -472,7 +475,7 @@ class StructuredModule(pl.LightningModule):
         from structssl.training.distributed import save_resume_state
 
         checkpoint["structssl"] = {
-            "sizes": self._sizes, "data_format": self.data_format,
+            "sizes": self._sizes, "data_format": self.data_format, "data_options": self.data_options,
             # the convergence test's J of the last epoch (None: none comparable)
             "previous_objective": self._previous_objective,
         }
@@ -487,6 +490,8 @@ class StructuredModule(pl.LightningModule):
             self.adopt_sizes(saved["sizes"])
         if saved.get("data_format") is not None:
             self.data_format = saved["data_format"]
+        if saved.get("data_options") is not None:
+            self.data_options = saved["data_options"]
         self._previous_objective = saved.get("previous_objective")
         state = checkpoint.get("state_dict", {})
         rho = state.get("current_rho")
