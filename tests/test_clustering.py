@@ -687,6 +687,8 @@ def test_cli_errors(tmp_path, capsys):
 
     assert main(["--data", "mail"]) == 2
     assert "needs --mail" in capsys.readouterr().err
+    assert main(["--mail", str(tmp_path)]) == 2  # not the synthetic stream, silently
+    assert "--mail read a mail stream: add --data mail" in capsys.readouterr().err
     assert main(["--data", "mail", "--mail", str(tmp_path / "none")]) == 2
     assert "no such mail folder" in capsys.readouterr().err
     assert main(["--window", "1"]) == 2

@@ -568,6 +568,8 @@ def test_cli_errors(tmp_path, capsys):
     assert "no such data set" in capsys.readouterr().err
     assert main(["--data", "synthetic", "--num-samples", "10", "--folds", "20"]) == 2
     assert "folds must be in" in capsys.readouterr().err
+    assert main(["--target", "price"]) == 2  # a CSV column, without --data FILE.csv: not diabetes
+    assert "--target 'price' names a column of a CSV file (--data FILE.csv)" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text("lambda: 0.1\n")
     with pytest.raises(SystemExit):

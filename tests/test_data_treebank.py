@@ -48,6 +48,9 @@ def test_parse_and_read(tmp_path: Path) -> None:
     assert trees[0].label == "" and trees[0].source == f"{path}:1"
     assert trees[1].source == f"{path}:9"
     assert trees[0].leaves()[:3] == ["Pierre", "Vinken", "will"]
+    bom = tmp_path / "bom.mrg"  # a UTF-8 byte-order mark (saved by some editors) is not a token
+    bom.write_bytes(b"\xef\xbb\xbf" + MRG.encode("utf-8"))
+    assert [t.leaves() for t in read_treebank(bom)] == [t.leaves() for t in trees]
     assert ("*-1", "-NONE-") in trees[0].pos()
     assert str(parse_trees("(A (B x) (C y))")[0]) == "(A (B x) (C y))"
 

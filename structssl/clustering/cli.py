@@ -114,6 +114,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> Namespace:
 def load_stream(args: Namespace) -> tuple[list[Message], str]:
     """The message stream in arrival order and a description."""
     if args.data == "synthetic":
+        given = [f"--{name}" for name in ("mail", "batches") if getattr(args, name) is not None]
+        if given:  # options of the mail stream would be ignored
+            raise ValueError(f"{' and '.join(given)} read a mail stream: add --data mail")
         if args.num_messages < 2:
             raise ValueError(f"--num-messages must be >= 2; got {args.num_messages}")
         return synthetic_stream(args.num_messages, seed=args.seed), \

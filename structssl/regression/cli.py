@@ -94,6 +94,9 @@ def load_data(args: Namespace) -> tuple[Tensor, Tensor, Optional[list[list[int]]
         )
         what = f"synthetic {args.num_samples} x {5 * args.views}, +3 target shift"
         return x, y + 3.0, views, what
+    if args.data == "diabetes" and args.target is not None:  # diabetes has one target
+        raise ValueError(f"--target {args.target!r} names a column of a CSV file (--data FILE.csv) "
+                         "or a linnerud target; diabetes has one target")
     if args.data in ("diabetes", "linnerud"):
         try:
             from sklearn import datasets

@@ -189,6 +189,9 @@ def parse_trees(text: str, source: str = "<string>") -> list[Tree]:
 
 
 def _decode(data: bytes, source: str, encoding: str) -> str:
+    """The text of a file; a UTF-8 byte-order mark is dropped (as the other readers do)."""
+    if encoding.replace("-", "").lower() == "utf8" and data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as err:
