@@ -63,6 +63,11 @@ def _demo(argv: Sequence[str]) -> int:
     parser.add_argument("--iterations", type=int, default=60, help="L-BFGS iterations")
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     args = parser.parse_args(list(argv))
+    for flag, value, least in (("--states", args.states, 2), ("--dim", args.dim, 1),
+                               ("--train", args.train, 1), ("--test", args.test, 1),
+                               ("--iterations", args.iterations, 1)):
+        if value < least:
+            parser.error(f"{flag} must be >= {least}; got {value}")
     from structssl.demo import run_demo
 
     run_demo(num_states=args.states, dim=args.dim, num_train=args.train, num_test=args.test,

@@ -111,6 +111,9 @@ def test_demo_still_works(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     with pytest.raises(SystemExit):
         main(["demo", "--iterations", "many"])
     assert "iterations" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the flag's own name, not a traceback of the generator's
+        main(["demo", "--states", "0"])
+    assert "--states must be >= 2; got 0" in capsys.readouterr().err
 
 
 def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
