@@ -202,3 +202,30 @@ def test_read_arff_sparse_values_checked(tmp_path: Path) -> None:
     message = f"{unknown}:6: expected one of {{x,y z}} for attribute 'c'; got 'q'"
     with pytest.raises(ValueError, match=re.escape(message)):
         read_arff(unknown, labels=("A",))
+
+
+def test_mulan_module_reads_your_own_arff_file(tmp_path: Path) -> None:
+    """MulanDataModule(arff_file=..., labels=...): a user's Mulan / MEKA-style file in place of
+    the benchmark sets (their label count came from the set's name, and no path was taken)."""
+    pytest.importorskip("pytorch_lightning")
+    from structssl.data import MulanDataModule
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 4)).round(3)
+    y = np.stack([x[:, 0] > 0, x[:, 1] + x[:, 2] > 0, x[:, 3] > 1], 1).astype(int)
+    header = ["@relation 'mine'"] + [f"@attribute f{i} numeric" for i in range(4)] + [
+        f"@attribute {name} {{0,1}}" for name in ("sports", "news", "rare")] + ["@data"]
+    rows = [",".join([*map(str, xi), *map(str, yi)]) for xi, yi in zip(x, y)]
+    path = tmp_path / "mine.arff"
+    path.write_text("\n".join(header + rows) + "\n")
+    for labels in (3, ["sports", "news", "rare"]):
+        dm = MulanDataModule(arff_file=str(path), labels=labels, labeled_fraction=0.2)
+        dm.setup()
+        assert dm.num_labels == 3 and dm.model_sizes() == {"num_labels": 3, "input_dim": 4}
+        splits = dm.splits
+        assert len(splits["labeled"]) + len(splits["unlabeled"]) == 42 and len(splits["test"]) == 18
+        assert splits["labeled"][0]["labels"].shape == (3,)
+    with pytest.raises(ValueError, match=r"arff_file='x.arff' needs labels="):
+        MulanDataModule(arff_file="x.arff")
+    with pytest.raises(ValueError, match=r"name must be one of .* \(or give your own file: arff_file="):
+        MulanDataModule(name="mine")

@@ -16,7 +16,7 @@ Fig. 1. :meth:`MulanDataModule.arrays` returns the split as tensors for loops wi
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 import torch
@@ -132,6 +132,12 @@ class MulanDataModule(SemiSupervisedDataModule):
         num_unlabeled: keep only the first ``num_unlabeled`` unlabeled examples (``None``: all;
             for quick runs).
         max_test: keep only the first ``max_test`` test examples (``None``: all).
+        arff_file: your own ARFF file (Mulan / MEKA style, dense or sparse, ``.gz`` allowed)
+            instead of the benchmark set ``name``: its rows are split as the benchmark's
+            pool (``train_fraction``, ``split_seed``, ``labeled_fraction``).
+        labels: with ``arff_file``, which attributes are the 0/1 labels: the label XML file
+            (Mulan), the list of label attribute names, or the number of trailing attributes
+            that are labels (an int).
         shuffle: reshuffle the training loaders every epoch (off by default here: the splits are
             fixed arrays).
         **kwargs: the loader options of :class:`~structssl.data.SemiSupervisedDataModule`
@@ -150,12 +156,25 @@ class MulanDataModule(SemiSupervisedDataModule):
         evaluate_unlabeled: bool = True,
         num_unlabeled: Optional[int] = None,
         max_test: Optional[int] = None,
+        arff_file: Optional[str] = None,
+        labels: Union[int, list[str], str, None] = None,
         shuffle: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(shuffle=shuffle, **kwargs)
-        if name not in MULAN_DATASETS:
-            raise ValueError(f"name must be one of {sorted(MULAN_DATASETS)}; got {name!r}")
+        if arff_file is None and name not in MULAN_DATASETS:
+            raise ValueError(
+                f"name must be one of {sorted(MULAN_DATASETS)} (or give your own file: "
+                f"arff_file= / --data.arff_file with labels=); got {name!r}"
+            )
+        if arff_file is not None and (labels is None or isinstance(labels, bool)):
+            raise ValueError(
+                f"arff_file={arff_file!r} needs labels=: the label XML file, the label attribute "
+                "names, or the number of trailing attributes that are labels"
+            )
+        if arff_file is None and labels is not None:
+            raise ValueError(f"labels={labels!r} applies to arff_file=, which is not given")
+        self.arff_file, self.labels = arff_file, labels
         self.name = name
         self.labeled_fraction = _check_fraction(labeled_fraction, "labeled_fraction")
         self.split_seed = split_seed
@@ -169,13 +188,23 @@ class MulanDataModule(SemiSupervisedDataModule):
         self.num_unlabeled = num_unlabeled
         self.evaluate_unlabeled = bool(evaluate_unlabeled)
         self.max_test = max_test
-        self.num_labels = MULAN_DATASETS[name][1]
+        self.num_labels = 0 if arff_file is not None else MULAN_DATASETS[name][1]
         self._arrays: Optional[MulanSplit] = None
+
+    def _read_own(self) -> MultiLabelData:
+        """``arff_file`` with its ``labels`` (see the class docstring)."""
+        from structssl.data.formats.arff import read_arff
+
+        assert self.arff_file is not None
+        if isinstance(self.labels, int):
+            return read_arff(self.arff_file, label_location="end", num_labels=self.labels)
+        return read_arff(self.arff_file, labels=self.labels)
 
     def arrays(self) -> MulanSplit:
         """The split as tensors (float64 inputs), loaded once."""
         if self._arrays is None:
-            data = load_pooled(self.name, self.data_dir)
+            data = self._read_own() if self.arff_file else load_pooled(self.name, self.data_dir)
+            self.num_labels = int(np.asarray(data.Y).shape[1])
             self._arrays = mulan_split(
                 data, self.labeled_fraction, self.split_seed, self.train_fraction, self.standardize
             )
