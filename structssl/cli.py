@@ -387,20 +387,23 @@ def _cli_class() -> Any:
             elif isinstance(splits, dict) and not splits.get(split):
                 option = "--data.dev_file" if split == "dev" else "--data.test_file"
                 problem = f"the data module has no {split} examples to evaluate: pass {option} FILE"
-            else:
-                problem = self._format_mismatch(str(ckpt_path)) or self._options_mismatch(str(ckpt_path))
+            else:  # the checkpoint's structssl state, read once for both comparisons
+                ckpt = _read_checkpoint(ckpt_path) if Path(str(ckpt_path)).is_file() else None
+                saved = (ckpt.get("structssl") or {}) if isinstance(ckpt, dict) else {}
+                problem = (self._format_mismatch(str(ckpt_path), saved)
+                           or self._options_mismatch(str(ckpt_path), saved))
             if problem is not None:
-                err = ValueError(problem)
-                err._structssl_data_error = True  # type: ignore[attr-defined]
-                raise err
+                from structssl.data.modules.base import user_error
 
-        def _format_mismatch(self, ckpt_path: str) -> Optional[str]:
+                raise user_error(problem)
+
+        def _format_mismatch(self, ckpt_path: str, saved: dict[str, Any]) -> Optional[str]:
+            """The checkpoint's saved data format (``saved``: its structssl state) against
+            the one the data module builds now (CoNLL)."""
             saved_format = getattr(self.datamodule, "saved_format", None)
-            if not callable(saved_format) or not Path(ckpt_path).is_file():
+            if not callable(saved_format) or saved.get("data_format") is None:
                 return None
-            ckpt = _read_checkpoint(ckpt_path)
-            saved = (ckpt.get("structssl") or {}).get("data_format") if isinstance(ckpt, dict) else None
-            if saved is None or saved_format() == saved:
+            if saved_format() == saved["data_format"]:
                 return None
             return (f"--ckpt_path {ckpt_path}: the tags and features built now from the data files "
                     "differ from the checkpoint's (give the fit's --data.train_file, "
@@ -408,14 +411,10 @@ def _cli_class() -> Any:
                     "to score a tagged file with the checkpoint's own features: structssl predict "
                     f"--model {ckpt_path} --input FILE --output PREDICTIONS")
 
-        def _options_mismatch(self, ckpt_path: str) -> Optional[str]:
+        def _options_mismatch(self, ckpt_path: str, saved: dict[str, Any]) -> Optional[str]:
             """A checkpoint without a saved data format (data modules other than CoNLL rebuild
             their features and splits from their options): the options of the fit that change
-            them, compared with this command's."""
-            if not Path(ckpt_path).is_file():
-                return None
-            ckpt = _read_checkpoint(ckpt_path)
-            saved = (ckpt.get("structssl") or {}) if isinstance(ckpt, dict) else {}
+            them (``saved``: its structssl state), compared with this command's."""
             fit, now = saved.get("data_options"), self._data_options()
             if saved.get("data_format") is not None or not fit or not now:
                 return None

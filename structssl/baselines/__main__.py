@@ -33,7 +33,7 @@ from structssl.baselines.feature_maps import ScorerFeatureMap
 from structssl.baselines.perceptron import StructuredPerceptron
 from structssl.data import SemiSupervisedDataModule
 from structssl.metrics import Task, task_metrics
-from structssl.structures.base import Structure
+from structssl.structures.base import Structure, resolve_sizes
 
 __all__ = ["Method", "build_parser", "run", "main"]
 
@@ -104,11 +104,7 @@ def run(
     train = _batch(data, "labeled")
     if train is None:
         raise ValueError("the data module's labeled split must not be empty; got 0 examples")
-    sizes = data.model_sizes()  # the sizes the config left out, as a fit's setup takes them
-    for part in (structure, scorer):
-        resolve = getattr(part, "resolve_sizes", None)
-        if resolve is not None:
-            resolve(sizes)
+    resolve_sizes(data.model_sizes(), structure, scorer)  # as a fit's setup takes them
     fmap = ScorerFeatureMap(scorer.double(), structure)
     x, y, lengths = train["inputs"], train["labels"], train.get("lengths")
     fmap.check_linear(x[:4], None if lengths is None else lengths[:4])

@@ -281,13 +281,13 @@ class ScorerFeatureMap(JointFeatureMap):
             )
         worst = 0.0
         for got, want in ((pab, pa + pb), (p2a, 2 * pa)):
-            finite = torch.isfinite(got) & torch.isfinite(want)
-            if not bool((finite == (torch.isfinite(got) | torch.isfinite(want))).all()):
+            finite = torch.isfinite(got)
+            if not torch.equal(finite, torch.isfinite(want)):
                 worst = math.inf  # an -inf mask that moves with the weights
                 break
-            diff = (got - want)[finite].abs().max() if bool(finite.any()) else got.new_zeros(())
-            scale = want[finite].abs().max() if bool(finite.any()) else got.new_ones(())
-            worst = max(worst, float(diff / scale.clamp(min=1e-12)))
+            if bool(finite.any()):
+                diff, scale = (got - want)[finite].abs().max(), want[finite].abs().max()
+                worst = max(worst, float(diff / scale.clamp(min=1e-12)))
         if worst > 1e-6:
             raise user_error(
                 f"scorer {type(self.scorer).__name__} must be linear in its parameters (the QP "

@@ -67,17 +67,16 @@ def prepare(
         return potentials, target, lengths
     with torch.no_grad():
         impossible = torch.isneginf(structure.score(potentials, target, lengths))
-        if bool(impossible.any()):
-            structure.max(potentials, lengths)  # an example without any structure: named there
-    if bool(impossible.any()):
-        rows = impossible.nonzero().flatten().tolist()
-        raise ValueError(
-            f"target of example(s) {rows[:10]}{' ...' if len(rows) > 10 else ''} (of "
-            f"{impossible.numel()}) has score -inf: it uses a part whose potential is -inf, "
-            "e.g. a transition or label that the scorer or a mask forbids; the labeled data "
-            "contradicts the potentials' constraints (its loss would be infinite)"
-        )
-    return potentials, target, lengths
+        if not bool(impossible.any()):
+            return potentials, target, lengths
+        structure.max(potentials, lengths)  # an example without any structure: named there
+    rows = impossible.nonzero().flatten().tolist()
+    raise ValueError(
+        f"target of example(s) {rows[:10]}{' ...' if len(rows) > 10 else ''} (of "
+        f"{impossible.numel()}) has score -inf: it uses a part whose potential is -inf, "
+        "e.g. a transition or label that the scorer or a mask forbids; the labeled data "
+        "contradicts the potentials' constraints (its loss would be infinite)"
+    )
 
 
 def repeat_potentials(potentials: Potentials, k: int) -> Potentials:

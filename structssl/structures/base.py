@@ -42,6 +42,7 @@ __all__ = [
     "safe_logsumexp",
     "semiring_sum",
     "component_names",
+    "resolve_sizes",
 ]
 
 
@@ -90,6 +91,15 @@ def positive_int(value: int, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be an int >= 1; got {value!r}")
     return value
+
+
+def resolve_sizes(sizes: dict, *parts: object) -> None:
+    """Let each part (a structure, a scorer) that defines ``resolve_sizes`` take the sizes the
+    data gives (a data module's ``model_sizes()``) that its configuration left out."""
+    for part in parts:
+        resolve = getattr(part, "resolve_sizes", None)
+        if resolve is not None:
+            resolve(sizes)
 
 
 def as_tuple(potentials: Potentials) -> tuple[Tensor, ...]:

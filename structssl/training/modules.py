@@ -98,7 +98,7 @@ from structssl.data.modules.base import user_error
 from structssl.losses import CRFNLLLoss
 from structssl.metrics import task_metrics
 from structssl.scorers.base import weight_norm_squared
-from structssl.structures.base import Potentials, Structure
+from structssl.structures.base import Potentials, Structure, resolve_sizes
 from structssl.structures.linear_chain import ChainPotentials, LinearChain, bio_allowed_transitions
 from structssl.training.preconditioning import (
     PreconditionedLBFGS,
@@ -553,10 +553,7 @@ class StructuredModule(pl.LightningModule):
         Raises:
             ValueError: a size, task or tag list given to the model differs from the data's.
         """
-        for part in (self.structure, self.scorer):
-            resolve = getattr(part, "resolve_sizes", None)
-            if resolve is not None:
-                resolve(sizes)
+        resolve_sizes(sizes, self.structure, self.scorer)
         task, tags = sizes.get("task"), sizes.get("tags")
         tags = None if tags is None else tuple(tags)
         if self.tags is not None and tags is not None and self.tags != tags:
