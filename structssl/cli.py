@@ -81,7 +81,7 @@ SUBCOMMANDS = {
     "<default_root_dir>/checkpoints/{best,last}.ckpt",
     "validate": "evaluate a checkpoint on the data module's dev split (--ckpt_path)",
     "test": "evaluate a checkpoint on the data module's test split (--ckpt_path)",
-    "predict": "tag a file with a trained model: --model RUN_DIR --input FILE --output FILE",
+    "predict": "tag a file (or label an ARFF file) with a trained model: --model RUN_DIR --input FILE --output FILE",
     "baselines": "QP and perceptron baselines (cutting-plane structural SVM, perceptron) "
     "on a fit config's data, structure and scorer",
     "regression": "coRLSR vs RLSR by inverse cross-validation (thesis ch. 4; "
@@ -143,7 +143,10 @@ def _predict(argv: Sequence[str]) -> int:
         "order (a -DOCSTART- line comes back as '-DOCSTART-<TAB>O' and a blank line); "
         "--confidence adds the marginal probability of each tag, --kbest K the tags of "
         "the 2nd..K-th best taggings. An input that carries tags in the training layout is "
-        "also scored.",
+        "also scored. A multi-label classifier (trained on MulanDataModule) labels an ARFF "
+        "file instead: a header line of the label names, then one line of tab-separated 0/1 "
+        "per row (--confidence adds p(LABEL) columns); an input whose rows all carry their "
+        "labels is scored (micro-F1).",
     )
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_argument(
@@ -166,10 +169,14 @@ def _predict(argv: Sequence[str]) -> int:
     parser.add_argument("--batch_size", type=int, default=256, help="sentences decoded at once")
     parser.add_argument("--encoding", type=Optional[str], default=None,
                         help="the input's text encoding (default: the training files')")
+    parser.add_argument("--constraints", type=Optional[bool], default=None,
+                        help="multi-label classifiers: decode with the procedure's corpus "
+                        "constraints, the file as one corpus (default true, as structssl test); "
+                        "false: each row alone")
     cfg = parser.parse_args(list(argv))
     from pathlib import Path
 
-    from structssl.predict import Tagger
+    from structssl.predict import Tagger, load_predictor
 
     # `--output -`: the predictions go to standard output (in UTF-8, as a file's) and the
     # summary line to standard error, so that stdout holds the predictions alone
@@ -182,7 +189,12 @@ def _predict(argv: Sequence[str]) -> int:
         if reconfigure is not None:
             reconfigure(encoding="utf-8")
     try:
-        tagger = Tagger.load(cfg.model, batch_size=cfg.batch_size)
+        tagger = load_predictor(cfg.model, batch_size=cfg.batch_size)
+        if not isinstance(tagger, Tagger):  # a multi-label classifier
+            return _predict_multilabel(tagger, cfg, to_stdout)
+        if cfg.constraints is not None:
+            raise ValueError("--constraints applies to multi-label classifiers; this model is a "
+                             "sequence tagger (its constraints are part of its decoding)")
         summary = tagger.tag_file(cfg.input, sys.stdout if to_stdout else cfg.output,
                                   confidence=cfg.confidence, kbest=cfg.kbest,
                                   encoding=cfg.encoding)
@@ -208,6 +220,25 @@ def _predict(argv: Sequence[str]) -> int:
                  f"{summary['unseen_tags']})")
     if "not_scored" in summary:
         line += f"; not scored against the input's tags: {summary['not_scored']}"
+    print(line, file=sys.stderr if to_stdout else sys.stdout)
+    return 0
+
+
+def _predict_multilabel(predictor: Any, cfg: Any, to_stdout: bool) -> int:
+    """``structssl predict`` of a multi-label classifier (its errors are reported by the
+    caller)."""
+    given = [f"--{k}" for k, unused in (("kbest", cfg.kbest != 1), ("encoding", cfg.encoding is not None))
+             if unused]
+    if given:
+        raise ValueError(f"{', '.join(given)} applies to sequence taggers; this model is a "
+                         "multi-label classifier (options: --confidence, --constraints)")
+    summary = predictor.predict_file(cfg.input, sys.stdout if to_stdout else cfg.output,
+                                     confidence=cfg.confidence,
+                                     constraints=cfg.constraints is not False)
+    line = (f"labeled {summary['examples']} examples of {cfg.input} -> "
+            f"{'standard output' if to_stdout else cfg.output}")
+    if "micro_f1" in summary:
+        line += f"; against the input's labels: micro_f1 {summary['micro_f1']:.4f}"
     print(line, file=sys.stderr if to_stdout else sys.stdout)
     return 0
 
@@ -398,10 +429,10 @@ def _cli_class() -> Any:
                 raise user_error(problem)
 
         def _format_mismatch(self, ckpt_path: str, saved: dict[str, Any]) -> Optional[str]:
-            """The checkpoint's saved data format (``saved``: its structssl state) against
+            """The checkpoint's saved tagging format (``saved``: its structssl state) against
             the one the data module builds now (CoNLL)."""
             saved_format = getattr(self.datamodule, "saved_format", None)
-            if not callable(saved_format) or saved.get("data_format") is None:
+            if not callable(saved_format) or (saved.get("data_format") or {}).get("kind") != "tagging":
                 return None
             if saved_format() == saved["data_format"]:
                 return None
@@ -412,11 +443,11 @@ def _cli_class() -> Any:
                     f"--model {ckpt_path} --input FILE --output PREDICTIONS")
 
         def _options_mismatch(self, ckpt_path: str, saved: dict[str, Any]) -> Optional[str]:
-            """A checkpoint without a saved data format (data modules other than CoNLL rebuild
-            their features and splits from their options): the options of the fit that change
-            them (``saved``: its structssl state), compared with this command's."""
+            """A checkpoint without a saved tagging format (data modules other than CoNLL
+            rebuild their features and splits from their options): the options of the fit that
+            change them (``saved``: its structssl state), compared with this command's."""
             fit, now = saved.get("data_options"), self._data_options()
-            if saved.get("data_format") is not None or not fit or not now:
+            if (saved.get("data_format") or {}).get("kind") == "tagging" or not fit or not now:
                 return None
             if fit["class_path"] != now["class_path"]:
                 return (f"--ckpt_path {ckpt_path}: the model was trained on {fit['class_path']}, "

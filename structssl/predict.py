@@ -26,8 +26,10 @@ listed), and tags that cannot be read (e.g. another scheme) are named instead of
 input with fewer columns (the token alone, or the training layout without its tag column) is
 only tagged.
 
-Only sequence-tagging models predict this way (those trained on
-:class:`~structssl.data.CoNLLDataModule`); other checkpoints get a clear error.
+Sequence taggers (trained on :class:`~structssl.data.CoNLLDataModule`) predict this way;
+multi-label classifiers (trained on :class:`~structssl.data.MulanDataModule`) predict ARFF
+files through :mod:`structssl.predict_multilabel`, and :func:`load_predictor` returns whichever
+applies; other checkpoints get a clear error.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from structssl.data.records import Sequence
 from structssl.data.tag_schemes import to_bio
 from structssl.data.tagging import TagColumnError, TaggingFormat
 
-__all__ = ["Tagger", "TaggedSentence", "load_model"]
+__all__ = ["Tagger", "TaggedSentence", "load_model", "load_predictor"]
 
 PathLike = Union[str, Path]
 
@@ -166,6 +168,37 @@ def load_model(path: PathLike, map_location: str = "cpu") -> Any:
     return model
 
 
+def load_predictor(path: PathLike, batch_size: int = 256) -> Any:
+    """What ``structssl predict`` applies: the :class:`Tagger` of a sequence tagger (trained on
+    :class:`~structssl.data.CoNLLDataModule`) or the
+    :class:`~structssl.predict_multilabel.MultiLabelPredictor` of a multi-label classifier
+    (trained on :class:`~structssl.data.MulanDataModule`), from a checkpoint or a run
+    directory (see :func:`load_model`).
+
+    Raises:
+        ValueError: the checkpoint's model was trained on another data module (no saved format
+            to read new files with).
+    """
+    model = load_model(path)
+    state = getattr(model, "data_format", None)
+    kind = state.get("kind") if isinstance(state, dict) else None
+    if kind == "tagging":
+        # what a Trainer does before predicting: the procedure binds its constraints (given
+        # by pattern in the config) to the saved tag set, for a decoding that uses them
+        model.setup("predict")
+        return Tagger(model, TaggingFormat.from_state_dict(state), batch_size)
+    if kind == "multilabel":
+        from structssl.predict_multilabel import MultiLabelPredictor
+
+        return MultiLabelPredictor(model, state)
+    raise ValueError(
+        f"{path}: a checkpoint of a {type(model).__name__} trained on "
+        f"{'data of kind ' + repr(kind) if kind else 'a data module without a saved format'}"
+        "; structssl predict applies sequence taggers (models trained on CoNLLDataModule) and "
+        "multi-label classifiers (MulanDataModule)"
+    )
+
+
 @dataclass(frozen=True)
 class TaggedSentence:
     """The prediction of one sentence.
@@ -207,19 +240,11 @@ class Tagger:
         Raises:
             ValueError: the checkpoint is not a sequence tagger's.
         """
-        model = load_model(path)
-        state = getattr(model, "data_format", None)
-        kind = state.get("kind") if isinstance(state, dict) else None
-        if kind != "tagging":
-            raise ValueError(
-                f"{path}: a checkpoint of a {type(model).__name__} trained on "
-                f"{'data of kind ' + repr(kind) if kind else 'a data module without a saved format'}"
-                "; structssl predict tags sequences (models trained on CoNLLDataModule)"
-            )
-        # what a Trainer does before predicting: the procedure binds its constraints (given
-        # by pattern in the config) to the saved tag set, for a decoding that uses them
-        model.setup("predict")
-        return cls(model, TaggingFormat.from_state_dict(state), batch_size)
+        predictor = load_predictor(path, batch_size)
+        if not isinstance(predictor, Tagger):
+            raise ValueError(f"{path}: a multi-label classifier, not a sequence tagger; load it "
+                             "with load_predictor or MultiLabelPredictor.load")
+        return predictor
 
     @property
     def tags(self) -> tuple[str, ...]:

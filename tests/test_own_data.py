@@ -6,6 +6,7 @@ Every test writes its own small files; nothing here needs ``../shared``.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -730,13 +731,18 @@ def test_checkpoint_of_another_task_is_refused(tmp_path: Path) -> None:
         "--data.init_args.num_test=5", f"--trainer.default_root_dir={tmp_path}",
         "--trainer.enable_progress_bar=false", "--test_after_fit=false",
     ])
-    with pytest.raises(ValueError, match="structssl predict tags sequences"):
+    with pytest.raises(ValueError, match="structssl predict applies sequence taggers .* and multi-label classifiers"):
         Tagger.load(tmp_path)
 
 
-def test_sizes_given_in_the_config_must_match_the_data(corpus: dict[str, Any]) -> None:
-    with pytest.raises(ValueError, match=r"num_labels = 9 does not match the data's num_labels"):
-        _fit(corpus["root"], "mismatch", "--model.init_args.scorer.init_args.num_labels=9")
+def test_sizes_given_in_the_config_must_match_the_data(
+    corpus: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A size the config gives that differs from the data's stops at setup, on one line."""
+    out = _fit(corpus["root"], "mismatch", "--model.init_args.scorer.init_args.num_labels=9")
+    err = capsys.readouterr().err
+    assert re.search(r"structssl fit: .*num_labels = 9 does not match the data's num_labels", err), err
+    assert "Traceback" not in err and not (out / "checkpoints").exists()
 
 
 def test_unlabeled_file_feeds_a_semi_supervised_procedure(corpus: dict[str, Any]) -> None:

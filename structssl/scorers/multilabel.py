@@ -21,7 +21,7 @@ weights, ``rows`` = D or the number of features. Time O(B rows K^2) with linear 
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import torch
 from torch import Tensor, nn
@@ -82,6 +82,19 @@ class MultiLabelScorer(Scorer):
         elif pairwise == "shared":
             self.edge_table = nn.Parameter(torch.zeros(num_pairs, 2, 2))
         self.reset_parameters()
+
+    def resolve_sizes(self, sizes: dict[str, Any]) -> None:
+        """Check the configured sizes against the data's (``num_labels``, ``input_dim``; a data
+        module's ``model_sizes()``): this scorer is sized at construction, so a difference is
+        an error naming the option to set."""
+        mine = {"num_labels": self.num_labels, self.node.kind: self.node.size}
+        differ = [f"{key} = {mine[key]}, the data's {sizes[key]}" for key in mine
+                  if sizes.get(key) is not None and sizes[key] != mine[key]]
+        if differ:
+            fix = " ".join(f"--model.init_args.scorer.init_args.{key} {sizes[key]}" for key in mine
+                           if sizes.get(key) is not None and sizes[key] != mine[key])
+            raise ValueError(f"MultiLabelScorer {'; '.join(differ)}: set {fix} (and the "
+                             "structure's num_labels)")
 
     def reset_parameters(self) -> None:
         """Re-initialise (deterministic given the torch seed)."""

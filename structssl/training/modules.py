@@ -711,16 +711,19 @@ class StructuredModule(pl.LightningModule):
         dm = self._datamodule()
         model_sizes = getattr(dm, "model_sizes", None)
         if model_sizes is not None:
-            self.adopt_sizes(model_sizes())
+            try:
+                self.adopt_sizes(model_sizes())
+            except ValueError as err:  # the config's sizes against the data's: the user's
+                raise user_error(str(err)) from None
         saved_format = getattr(dm, "saved_format", None)
         if saved_format is not None:
             self.data_format = saved_format()
         expected = getattr(self.structure, "num_labels", None)
         got = getattr(dm, "num_labels", None)
         if expected is not None and got and expected != got:
-            raise ValueError(
+            raise user_error(
                 f"structure.num_labels must match the data module's num_labels = {got}; got "
-                f"{expected}"
+                f"{expected} (set --model.init_args.structure.init_args.num_labels {got})"
             )
         if stage == "fit" and getattr(dm, "num_labeled_examples", None) == 0:
             raise user_error(

@@ -219,6 +219,7 @@ def read_arff(
     labels: Union[PathLike, Seq[str], None] = None,
     label_location: Literal["xml", "end"] = "xml",
     num_labels: Optional[int] = None,
+    missing_labels: bool = False,
 ) -> MultiLabelData:
     """Read a (Mulan) ARFF file, dense or sparse, with liac-arff.
 
@@ -229,9 +230,13 @@ def read_arff(
             attributes are the labels.
         label_location: ``"xml"`` (labels named by ``labels``) or ``"end"``.
         num_labels: the number of trailing label attributes (only with ``"end"``).
+        missing_labels: a file to predict: label attributes named by ``labels`` may be absent
+            from the file, and label values may be ``?``; both are read as -1 in Y, whose
+            columns then follow the order of ``labels`` (of every label it names).
 
     Returns:
-        A :class:`MultiLabelData` with X (n, d) float64 and Y (n, K) int64.
+        A :class:`MultiLabelData` with X (n, d) float64 and Y (n, K) int64 (-1: unknown, with
+        ``missing_labels`` only).
 
     Raises:
         ValueError: a malformed header or row (file and 1-based line named), a label attribute
@@ -290,6 +295,8 @@ def read_arff(
 
     data = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # None -> nan
     bad_value = ~np.isfinite(data)
+    if missing_labels and label_set is not None:  # '?' labels are unknown, not errors
+        bad_value[:, [i for i, n in enumerate(names) if n in set(label_set)]] = False
     if bad_value.any():
         r, c = (int(i) for i in np.argwhere(bad_value)[0])
         problem = _check_value(None, names[c], attributes[c][1]) if rows[r][c] is None else (
@@ -298,7 +305,8 @@ def read_arff(
         raise ValueError(f"{path}:{row_lines[r]}: {problem}")
     for c, (_, kind) in enumerate(attributes):  # {0,1} is read by value, other nominals by index
         if isinstance(kind, list) and sorted(kind) == ["0", "1"]:
-            data[:, c] = np.array([float(v) for v in kind])[data[:, c].astype(np.int64)]
+            known = np.isfinite(data[:, c])  # '?' (nan) stays unknown
+            data[known, c] = np.array([float(v) for v in kind])[data[known, c].astype(np.int64)]
 
     if label_location == "end":
         assert num_labels is not None
@@ -310,12 +318,14 @@ def read_arff(
     else:
         assert label_set is not None
         missing = [n for n in label_set if n not in names]
-        if missing:
+        if missing and not missing_labels:
             raise ValueError(f"{path}: expected label attributes {missing}{xml_name}; not found")
         wanted = set(label_set)
         label_idx = [i for i, n in enumerate(names) if n in wanted]
     feature_idx = [i for i in range(len(names)) if i not in set(label_idx)]
     Y = data[:, label_idx]
+    if missing_labels:
+        Y = np.where(np.isnan(Y), -1.0, Y)
     for j, i in enumerate(label_idx):
         kind = attributes[i][1]
         if isinstance(kind, list) and sorted(kind) != ["0", "1"]:
@@ -323,17 +333,22 @@ def read_arff(
                 f"{path}: expected label attribute {names[i]!r} to be {{0,1}}; "
                 f"got {{{','.join(kind)}}}"
             )
-        bad = ~np.isin(Y[:, j], (0.0, 1.0))
+        bad = ~np.isin(Y[:, j], (-1.0, 0.0, 1.0) if missing_labels else (0.0, 1.0))
         if bad.any():
             k = int(bad.argmax())
             raise ValueError(
                 f"{path}:{row_lines[k]}: expected 0 or 1 for label {names[i]!r}; got {Y[k, j]:g}"
             )
+    label_names = tuple(names[i] for i in label_idx)
+    if missing_labels and label_set is not None:  # every named label, absent ones unknown
+        Y = np.stack([Y[:, label_names.index(n)] if n in label_names else np.full(len(rows), -1.0)
+                      for n in label_set], axis=1) if label_set else Y
+        label_names = tuple(label_set)
     return MultiLabelData(
         X=np.ascontiguousarray(data[:, feature_idx], dtype=np.float64),
         Y=Y.astype(np.int64),
         feature_names=tuple(names[i] for i in feature_idx),
-        label_names=tuple(names[i] for i in label_idx),
+        label_names=label_names,
         relation=str(arff["relation"]),
     )
 

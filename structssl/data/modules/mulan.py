@@ -44,6 +44,10 @@ class MulanSplit(NamedTuple):
     unlabeled_labels: Tensor
     test_inputs: Tensor
     test_labels: Tensor
+    #: (D,) the training part's feature means and standard deviations used to standardise
+    #: (``None`` without ``standardize``); prediction applies them to new files
+    feature_mean: Optional[Tensor] = None
+    feature_std: Optional[Tensor] = None
 
 
 def _check_fraction(value: float, name: str) -> float:
@@ -85,13 +89,14 @@ def mulan_split(
     lab, unl = split_pool(num_train, labeled_fraction=labeled_fraction, seed=split_seed)
     x = torch.as_tensor(np.asarray(data.X), dtype=dtype)
     y = torch.as_tensor(np.asarray(data.Y), dtype=torch.long)
+    mean = std = None
     if standardize:
         mean = x[train].mean(0)
         std = x[train].std(0)
         std = torch.where(std > 1e-12, std, torch.ones_like(std))
         x = (x - mean) / std
     tr_x, tr_y = x[train], y[train]
-    return MulanSplit(tr_x[lab], tr_y[lab], tr_x[unl], tr_y[unl], x[test], y[test])
+    return MulanSplit(tr_x[lab], tr_y[lab], tr_x[unl], tr_y[unl], x[test], y[test], mean, std)
 
 
 def load_pooled(name: str, data_dir: Optional[PathLike] = None) -> MultiLabelData:
@@ -190,6 +195,7 @@ class MulanDataModule(SemiSupervisedDataModule):
         self.max_test = max_test
         self.num_labels = 0 if arff_file is not None else MULAN_DATASETS[name][1]
         self._arrays: Optional[MulanSplit] = None
+        self._names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # features, labels
 
     def _read_own(self) -> MultiLabelData:
         """``arff_file`` with its ``labels`` (see the class docstring)."""
@@ -205,6 +211,7 @@ class MulanDataModule(SemiSupervisedDataModule):
         if self._arrays is None:
             data = self._read_own() if self.arff_file else load_pooled(self.name, self.data_dir)
             self.num_labels = int(np.asarray(data.Y).shape[1])
+            self._names = (tuple(data.feature_names), tuple(data.label_names))
             self._arrays = mulan_split(
                 data, self.labeled_fraction, self.split_seed, self.train_fraction, self.standardize
             )
@@ -215,6 +222,21 @@ class MulanDataModule(SemiSupervisedDataModule):
         """Whether the dev split is the unlabeled training examples with their labels: reported
         (Fig. 1), never used to choose ``best.ckpt``, which is then the last epoch's model."""
         return self.evaluate_unlabeled
+
+    def saved_format(self) -> dict[str, Any]:
+        """What prediction needs, as plain data kept in checkpoints (``structssl predict``,
+        :class:`~structssl.predict.MultiLabelPredictor`): the feature and label attribute
+        names, and the training part's standardisation statistics (``None`` without
+        ``standardize``)."""
+        s = self.arrays()
+        features, labels = self._names
+        return {
+            "kind": "multilabel",
+            "feature_names": list(features),
+            "label_names": list(labels),
+            "mean": None if s.feature_mean is None else s.feature_mean.tolist(),
+            "std": None if s.feature_std is None else s.feature_std.tolist(),
+        }
 
     @property
     def input_dim(self) -> int:

@@ -1,0 +1,209 @@
+"""``structssl predict`` of a multi-label classifier (trained on your own ARFF file): the file to
+label is standardised with the training part's statistics kept in the checkpoint and decoded
+with the procedure's own (collective, constrained) decoding, so that labeling the test rows
+gives the score ``structssl test`` gives; label attributes may be absent or ``?``.
+
+Every test writes its own small files; nothing here needs ``../shared``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("pytorch_lightning")
+
+from structssl.cli import main as _cli_main  # noqa: E402
+from structssl.data import MulanDataModule  # noqa: E402
+from structssl.data.formats.arff import read_arff  # noqa: E402
+from structssl.predict import Tagger, load_predictor  # noqa: E402
+from structssl.predict_multilabel import MultiLabelPredictor  # noqa: E402
+
+pytestmark = [
+    pytest.mark.filterwarnings(
+        r"ignore:.*isinstance\(treespec, LeafSpec\)` is deprecated.*:FutureWarning"
+    ),
+]
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "multilabel_composite_emotions.yaml"
+LABELS = ("sports", "news", "rare")
+
+
+def _main(args: list[str]) -> Any:
+    """``structssl ARGS`` (pytest's own argv must not reach the CLI)."""
+    with mock.patch("sys.argv", ["structssl"]):
+        return _cli_main(args)
+
+
+def _arff(path: Path, x: np.ndarray, y: Any = None, labels: tuple[str, ...] = LABELS) -> Path:
+    """Features f0.. on a scale far from standard (so that a missing standardisation shows),
+    then the label attributes (``y`` None: '?' values; ``labels`` empty: no label attributes)."""
+    header = ["@relation 'mine'"] + [f"@attribute f{i} numeric" for i in range(x.shape[1])]
+    header += [f"@attribute {name} {{0,1}}" for name in labels] + ["@data"]
+    rows = []
+    for i, xi in enumerate(x):
+        values = [repr(float(v)) for v in xi]
+        if labels:
+            values += ["?"] * len(labels) if y is None else [str(int(v)) for v in y[i]]
+        rows.append(",".join(values))
+    path.write_text("\n".join(header + rows) + "\n")
+    return path
+
+
+def _data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 4)) * 3.0 + 50.0
+    z = x - 50.0
+    y = np.stack([z[:, 0] > 0, z[:, 1] + z[:, 2] > 0, z[:, 3] > 3], 1).astype(int)
+    return x, y
+
+
+def _fit(tmp_path: Path, train: Path) -> Path:
+    run = tmp_path / "run"
+    code = _main([
+        "fit", "--config", str(CONFIG), "--data.arff_file", str(train), "--data.labels", "3",
+        "--data.labeled_fraction", "0.3", "--trainer.max_epochs", "6",
+        "--trainer.enable_progress_bar", "false", "--trainer.default_root_dir", str(run),
+        "--model.init_args.structure.init_args.num_labels", "3",
+        "--model.init_args.scorer.init_args.num_labels", "3",
+        "--model.init_args.scorer.init_args.input_dim", "4",
+    ])
+    assert code in (0, None)
+    return run
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp_path = tmp_path_factory.mktemp("multilabel")
+    x, y = _data(120, 0)
+    train = _arff(tmp_path / "train.arff", x, y)
+    return _fit(tmp_path, train), train
+
+
+def test_predicting_the_test_rows_gives_the_test_score(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """The test rows, written back in raw units, labeled by ``structssl predict``, score what
+    the test step scored: the checkpoint's standardisation and collective decoding are the
+    fit's."""
+    run, train = trained
+    dm = MulanDataModule(arff_file=str(train), labels=3, labeled_fraction=0.3)
+    split = dm.arrays()
+    assert split.feature_mean is not None and split.feature_std is not None
+    raw = (split.test_inputs * split.feature_std + split.feature_mean).numpy()
+    test_file = _arff(tmp_path / "test.arff", raw, split.test_labels.numpy())
+
+    predictor = load_predictor(run)
+    assert isinstance(predictor, MultiLabelPredictor)
+    assert predictor.label_names == LABELS and predictor.feature_names == ("f0", "f1", "f2", "f3")
+    summary = predictor.predict_file(test_file, tmp_path / "out.tsv")
+
+    model = predictor.model
+    with torch.no_grad():
+        expected = model.decode({"inputs": split.test_inputs.to(next(model.parameters()).dtype)})
+    lines = (tmp_path / "out.tsv").read_text().splitlines()
+    assert lines[0].split("\t") == list(LABELS)
+    got = torch.tensor([[int(v) for v in line.split("\t")] for line in lines[1:]])
+    assert torch.equal(got, expected)
+    tp = int(((expected == 1) & (split.test_labels == 1)).sum())
+    wrong = int((expected != split.test_labels).sum())
+    assert summary == {"examples": len(raw), "micro_f1": pytest.approx(2 * tp / (2 * tp + wrong))}
+    assert summary["micro_f1"] > 0.6  # a learnable toy task: the model is not all-off
+
+    # the same rows without labels ('?'), or without label attributes: labeled, not scored
+    for name, y, labels in (("q", None, LABELS), ("none", None, ())):
+        path = _arff(tmp_path / f"{name}.arff", raw, y, labels)
+        out = tmp_path / f"{name}.tsv"
+        assert predictor.predict_file(path, out) == {"examples": len(raw)}
+        assert out.read_text() == "\n".join(lines) + "\n"
+
+
+def test_predict_command(trained: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run, _ = trained
+    x, y = _data(30, 1)
+    new = _arff(tmp_path / "new.arff", x, y)
+    out = tmp_path / "pred.tsv"
+    assert _main(["predict", "--model", str(run), "--input", str(new), "--output", str(out),
+                  "--confidence", "true", "--constraints", "false"]) == 0
+    line = capsys.readouterr().out
+    assert re.search(rf"labeled 30 examples of {re.escape(str(new))} -> {re.escape(str(out))}; "
+                     r"against the input's labels: micro_f1 0\.\d{4}", line), line
+    rows = [r.split("\t") for r in out.read_text().splitlines()]
+    assert rows[0] == [*LABELS, "p(sports)", "p(news)", "p(rare)"] and len(rows) == 31
+    for r in rows[1:]:
+        labels, probs = [int(v) for v in r[:3]], [float(v) for v in r[3:]]
+        assert set(labels) <= {0, 1} and all(0.0 <= p <= 1.0 for p in probs)
+        # without constraints, each label is on where the model's decoding puts it; an exact
+        # pairwise model's MAP need not threshold the marginals, but the two agree mostly
+    # each row alone: the decoding of one row does not depend on the others
+    single = _arff(tmp_path / "one.arff", x[:1], y[:1])
+    assert _main(["predict", "--model", str(run), "--input", str(single), "--output",
+                  str(tmp_path / "one.tsv"), "--constraints", "false"]) == 0
+    assert (tmp_path / "one.tsv").read_text().splitlines()[1] == "\t".join(rows[1][:3])
+
+    assert _main(["predict", "--model", str(run), "--input", str(new), "--output", str(out),
+                  "--kbest", "2"]) == 2
+    assert "--kbest applies to sequence taggers; this model is a multi-label classifier" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="a multi-label classifier, not a sequence tagger"):
+        Tagger.load(run)
+
+
+def test_predict_refuses_other_feature_attributes(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    run, _ = trained
+    predictor = MultiLabelPredictor.load(run)
+    x, y = _data(5, 2)
+    three = _arff(tmp_path / "three.arff", x[:, :3], y)
+    with pytest.raises(ValueError, match=re.escape(
+            f"{three}: expected the model's 4 feature attributes (those of its training file, in "
+            "order) and its label attributes ['sports', 'news', 'rare'] or none; the file has 3 "
+            "feature attributes, the model 4")):
+        predictor.predict_file(three, tmp_path / "o.tsv")
+    renamed = tmp_path / "renamed.arff"
+    renamed.write_text(_arff(tmp_path / "r.arff", x, y).read_text().replace("attribute f2 ", "attribute g2 "))
+    with pytest.raises(ValueError, match=re.escape("feature attribute 3 is 'g2', the model's is 'f2'")):
+        predictor.predict_file(renamed, tmp_path / "o.tsv")
+    with pytest.raises(ValueError, match=r"features must be \(n, 4\), the model's feature count; got \(5, 3\)"):
+        predictor.predict(x[:, :3])
+
+
+def test_read_arff_missing_labels(tmp_path: Path) -> None:
+    """``missing_labels``: '?' labels and absent label attributes read as -1, the columns in the
+    order of ``labels``; without it both stay errors."""
+    head = "@relation r\n@attribute a numeric\n@attribute B {0,1}\n@attribute A numeric\n@data\n"
+    path = tmp_path / "m.arff"
+    path.write_text(head + "1.5,?,1\n2,1,?\n")
+    data = read_arff(path, labels=("A", "B", "C"), missing_labels=True)
+    assert data.label_names == ("A", "B", "C")
+    np.testing.assert_array_equal(data.X, [[1.5], [2.0]])
+    np.testing.assert_array_equal(data.Y, [[1, -1, -1], [-1, 1, -1]])
+    with pytest.raises(ValueError, match=re.escape(f"{path}:6: missing value '?' for attribute 'B'")):
+        read_arff(path, labels=("A", "B", "C"))
+    known = tmp_path / "k.arff"
+    known.write_text(head + "1.5,0,1\n")
+    with pytest.raises(ValueError, match=re.escape(f"{known}: expected label attributes ['C']; not found")):
+        read_arff(known, labels=("A", "B", "C"))
+    with pytest.raises(ValueError, match=re.escape(f"{path}:6: missing value '?' for attribute 'B'")):
+        read_arff(path, labels=("A", "B"))
+    bad = tmp_path / "bad.arff"
+    bad.write_text(head + "?,0,1\n")  # a missing feature value stays an error
+    with pytest.raises(ValueError, match=re.escape(f"{bad}:6: missing value '?' for attribute 'a'")):
+        read_arff(bad, labels=("A", "B"), missing_labels=True)
+
+
+def test_mulan_format_sizes_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A config sized for another data set (the emotions recipe on a 3-label, 4-feature file)
+    stops at setup on one line naming the options to set."""
+    x, y = _data(40, 3)
+    train = _arff(tmp_path / "t.arff", x, y)
+    code = _main(["fit", "--config", str(CONFIG), "--data.arff_file", str(train), "--data.labels", "3",
+                  "--trainer.max_epochs", "1", "--trainer.default_root_dir", str(tmp_path / "run")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert ("MultiLabelScorer num_labels = 6, the data's 3; input_dim = 72, the data's 4: set "
+            "--model.init_args.scorer.init_args.num_labels 3 --model.init_args.scorer.init_args.input_dim 4 "
+            "(and the structure's num_labels)") in err
+    assert "Traceback" not in err
