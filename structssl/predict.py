@@ -164,6 +164,13 @@ def load_model(path: PathLike, map_location: str = "cpu") -> Any:
     module_name, _, name = class_path.rpartition(".")
     cls = getattr(importlib.import_module(module_name), name)
     model = cls.load_from_checkpoint(file, map_location=map_location)
+    # weights trained in float64 (--trainer.precision 64-true) stay float64: the model is built
+    # in float32, which load_from_checkpoint copied them into
+    params = dict(model.named_parameters())
+    state = ckpt["state_dict"]
+    if any(isinstance(v, torch.Tensor) and v.dtype == torch.float64 for k, v in state.items() if k in params):
+        model = model.double()
+        model.load_state_dict(state)
     model.eval()
     return model
 

@@ -243,12 +243,16 @@ def test_a_users_build_gets_named_errors_for_wrong_keys_and_empty_sequences() ->
     def ex(n: int) -> dict:
         return {"inputs": torch.zeros(n, 3), "labels": torch.zeros(n, dtype=torch.long)}
 
+    from structssl.data.modules.base import is_data_error
+
     with pytest.raises(ValueError, match=r"_Built.build\(\) must return a dict of the example "
-                       r"lists \['dev', 'labeled', 'test', 'unlabeled'\].*got \['labeled', 'train'\]"):
+                       r"lists \['dev', 'labeled', 'test', 'unlabeled'\].*got \['labeled', 'train'\]") as keys:
         _Built({"labeled": [ex(2)], "train": []}).setup()
     with pytest.raises(ValueError, match=r"_Built: the test example 1 has length 0 \('labels' of "
-                       r"shape \(0,\)\)"):
+                       r"shape \(0,\)\)") as empty:
         _Built({"labeled": [ex(2)], "unlabeled": [], "dev": [], "test": [ex(1), ex(0)]}).setup()
+    # the user's data: the command line prints them on one line, without a traceback
+    assert is_data_error(keys.value) and is_data_error(empty.value)
     _Built({"labeled": [ex(2)], "unlabeled": [], "dev": [], "test": [ex(1)]}).setup()
 
 

@@ -8,6 +8,7 @@ Every test writes its own small files; nothing here needs ``../shared``.
 
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,8 @@ def test_predicting_the_test_rows_gives_the_test_score(trained: tuple[Path, Path
 
     predictor = load_predictor(run)
     assert isinstance(predictor, MultiLabelPredictor)
+    # trained in float64 (the config's precision 64-true): reloaded in float64, not float32
+    assert {p.dtype for p in predictor.model.parameters()} == {torch.float64}
     assert predictor.label_names == LABELS and predictor.feature_names == ("f0", "f1", "f2", "f3")
     summary = predictor.predict_file(test_file, tmp_path / "out.tsv")
 
@@ -113,6 +116,11 @@ def test_predicting_the_test_rows_gives_the_test_score(trained: tuple[Path, Path
     wrong = int((expected != split.test_labels).sum())
     assert summary == {"examples": len(raw), "micro_f1": pytest.approx(2 * tp / (2 * tp + wrong))}
     assert summary["micro_f1"] > 0.6  # a learnable toy task: the model is not all-off
+    # and it is the score the fit's own test step logged (test_after_fit)
+    (metrics,) = (run / "lightning_logs").glob("version_*/metrics.csv")
+    rows = list(csv.DictReader(metrics.read_text().splitlines()))
+    logged = [float(r["test/micro_f1"]) for r in rows if r.get("test/micro_f1")]
+    assert logged == [pytest.approx(summary["micro_f1"], abs=1e-6)]
 
     # the same rows without labels ('?'), or without label attributes: labeled, not scored
     for name, y, labels in (("q", None, LABELS), ("none", None, ())):

@@ -124,7 +124,7 @@ def _check_lengths(owner: str, splits: dict[str, list[Example]]) -> None:
             for key in _SEQUENCE_KEYS:
                 value = ex.get(key)
                 if isinstance(value, Tensor) and value.dim() > 0 and value.shape[0] == 0:
-                    raise ValueError(
+                    raise user_error(
                         f"{owner}: the {split} example {i} has length 0 ({key!r} of shape "
                         f"{tuple(value.shape)}); every sequence needs at least one position: "
                         "drop the empty ones"
@@ -379,7 +379,7 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
             expected = {"labeled", "unlabeled", "dev", "test"}
             if not isinstance(splits, dict) or set(splits) != expected:
                 got = sorted(splits) if isinstance(splits, dict) else type(splits).__name__
-                raise ValueError(
+                raise user_error(
                     f"{type(self).__name__}.build() must return a dict of the example lists "
                     f"{sorted(expected)} (empty lists allowed); got {got}"
                 )
