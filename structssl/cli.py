@@ -143,7 +143,7 @@ def _predict(argv: Sequence[str]) -> int:
         "order (a -DOCSTART- line comes back as '-DOCSTART-<TAB>O' and a blank line); "
         "--confidence adds the marginal probability of each tag, --kbest K the tags of "
         "the 2nd..K-th best taggings. An input that carries tags in the training layout is "
-        "also scored. A multi-label classifier (trained on MulanDataModule) labels an ARFF "
+        "also scored. A multi-label classifier (ArffDataModule, MulanDataModule) labels an ARFF "
         "file instead: a header line of the label names, then one line of tab-separated 0/1 "
         "per row (--confidence adds p(LABEL) columns); an input whose rows all carry their "
         "labels is scored (micro-F1).",

@@ -27,7 +27,8 @@ input with fewer columns (the token alone, or the training layout without its ta
 only tagged.
 
 Sequence taggers (trained on :class:`~structssl.data.CoNLLDataModule`) predict this way;
-multi-label classifiers (trained on :class:`~structssl.data.MulanDataModule`) predict ARFF
+multi-label classifiers (trained on :class:`~structssl.data.ArffDataModule` or
+:class:`~structssl.data.MulanDataModule`) predict ARFF
 files through :mod:`structssl.predict_multilabel`, and :func:`load_predictor` returns whichever
 applies; other checkpoints get a clear error.
 """
@@ -179,7 +180,8 @@ def load_predictor(path: PathLike, batch_size: int = 256) -> Any:
     """What ``structssl predict`` applies: the :class:`Tagger` of a sequence tagger (trained on
     :class:`~structssl.data.CoNLLDataModule`) or the
     :class:`~structssl.predict_multilabel.MultiLabelPredictor` of a multi-label classifier
-    (trained on :class:`~structssl.data.MulanDataModule`), from a checkpoint or a run
+    (trained on :class:`~structssl.data.ArffDataModule` or
+    :class:`~structssl.data.MulanDataModule`), from a checkpoint or a run
     directory (see :func:`load_model`).
 
     Raises:
@@ -202,7 +204,7 @@ def load_predictor(path: PathLike, batch_size: int = 256) -> Any:
         f"{path}: a checkpoint of a {type(model).__name__} trained on "
         f"{'data of kind ' + repr(kind) if kind else 'a data module without a saved format'}"
         "; structssl predict applies sequence taggers (models trained on CoNLLDataModule) and "
-        "multi-label classifiers (MulanDataModule)"
+        "multi-label classifiers (ArffDataModule, MulanDataModule)"
     )
 
 

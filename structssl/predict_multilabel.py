@@ -1,7 +1,7 @@
 """Apply a trained multi-label classifier to a new ARFF file (``structssl predict``).
 
-A checkpoint of a model trained on :class:`~structssl.data.MulanDataModule` (a benchmark set or
-your own ARFF file) keeps what prediction needs: the feature and label attribute names, and the
+A checkpoint of a model trained on your own ARFF files (:class:`~structssl.data.ArffDataModule`)
+or a Mulan set (:class:`~structssl.data.MulanDataModule`) keeps what prediction needs: the feature and label attribute names, and the
 training part's standardisation statistics. :class:`MultiLabelPredictor` loads one, reads a new
 ARFF file with the same feature attributes (the label attributes may be absent, or hold ``?``),
 standardises it as the training data was, and decodes it with the procedure's own decoding::
@@ -44,7 +44,7 @@ class MultiLabelPredictor:
 
     Args:
         model: the trained procedure (``StructuredModule``).
-        data_format: the format it was trained on (``MulanDataModule.saved_format()``).
+        data_format: the format it was trained on (a multi-label data module's ``saved_format()``).
     """
 
     def __init__(self, model: Any, data_format: dict[str, Any]) -> None:
@@ -143,16 +143,16 @@ class MultiLabelPredictor:
         Raises:
             FileNotFoundError: ``input`` does not exist.
             ValueError: a malformed file (file and line), or feature attributes that differ
-                from the model's (the first differing one named).
+                from the model's, by name or order (the first differing one named).
         """
-        from structssl.data.formats.arff import read_arff
+        from structssl.data.formats.arff import check_same_features, read_arff
         from structssl.metrics import MicroF1
 
         input = Path(input)
         if not input.is_file():
             raise FileNotFoundError(f"no such input file: {input}")
         data = read_arff(input, labels=list(self.label_names), missing_labels=True)
-        self._check_features(input, data.feature_names)
+        check_same_features(input, data.feature_names, self.feature_names, "the model's")
         labels, probs = self.predict(data.X, confidence=confidence, constraints=constraints)
         header = list(self.label_names) + ([f"p({n})" for n in self.label_names] if confidence else [])
         lines = ["\t".join(header)]
@@ -176,18 +176,3 @@ class MultiLabelPredictor:
             metric.update(labels, gold)
             summary["micro_f1"] = float(metric.compute())
         return summary
-
-    def _check_features(self, path: Path, names: tuple[str, ...]) -> None:
-        """The file's feature attributes (its attributes other than the labels) must be the
-        model's, in the same order."""
-        if names == self.feature_names:
-            return
-        ours = self.feature_names
-        i = next((i for i, (a, b) in enumerate(zip(names, ours)) if a != b), min(len(names), len(ours)))
-        got = (f"feature attribute {i + 1} is {names[i]!r}, the model's is {ours[i]!r}"
-               if i < min(len(names), len(ours))
-               else f"the file has {len(names)} feature attributes, the model {len(ours)}")
-        raise ValueError(
-            f"{path}: expected the model's {len(ours)} feature attributes (those of its training "
-            f"file, in order) and its label attributes {list(self.label_names)} or none; {got}"
-        )

@@ -83,23 +83,34 @@ def shrinking_overrides(config: Path) -> list[str]:
 _TAGGED = "El O\nGrupo B-ORG\nMagenta I-ORG\nvive O\nen O\nMadrid B-LOC\n\nAna B-PER\nrie O\n\n"
 
 
+#: a tiny multi-label ARFF file (configs/multilabel.yaml): 2 features, 2 labels, one row with
+#: '?' labels (unlabeled)
+_ARFF = ("@relation r\n@attribute a numeric\n@attribute b numeric\n@attribute x {0,1}\n"
+         "@attribute y {0,1}\n@data\n1,2,1,0\n0,1,0,1\n3,0,1,1\n2,2,?,?\n")
+
+
 def placeholder_files(config: Path, tmp_path: Path) -> list[str]:
-    """Files for the placeholders (``TRAIN.conll``, ``UNLABELED.txt``) of own-data configs."""
+    """Files for the placeholders (``TRAIN.conll``, ``UNLABELED.txt``, ``TRAIN.arff``) of
+    own-data configs."""
     data = (yaml.safe_load(config.read_text()).get("data") or {}).get("init_args") or {}
     args = []
+    arff = str(data.get("train_file", "")).endswith(".arff")
     for key, value in data.items():
-        if key == "unlabeled_file" and value is None and "train_file" in data:
+        if key == "unlabeled_file" and value is None and "train_file" in data and not arff:
             value = "UNLABELED.txt"  # tagger_ssl.yaml leaves it out: a semi-supervised fit needs one
         if isinstance(value, str) and value.split(".")[0].isupper():
             path = tmp_path / value
-            text = _TAGGED if key != "unlabeled_file" else "".join(
+            text = _ARFF if arff else _TAGGED if key != "unlabeled_file" else "".join(
                 line.split()[0] + "\n" if line else "\n" for line in _TAGGED.split("\n")[:-1]
             )
             path.write_text(text, encoding="utf-8")
             args.append(f"--data.init_args.{key}={path}")
+    if arff:
+        args.append("--data.init_args.labels=2")
     if args and data.get("dev_file") is None:  # fast_dev_run always validates: give a dev set
-        (tmp_path / "DEV.conll").write_text(_TAGGED, encoding="utf-8")
-        args.append(f"--data.init_args.dev_file={tmp_path / 'DEV.conll'}")
+        dev = tmp_path / ("DEV.arff" if arff else "DEV.conll")
+        dev.write_text(_ARFF.replace("2,2,?,?", "2,2,0,0") if arff else _TAGGED, encoding="utf-8")
+        args.append(f"--data.init_args.dev_file={dev}")
     return args
 
 

@@ -166,9 +166,8 @@ def test_predict_refuses_other_feature_attributes(trained: tuple[Path, Path], tm
     x, y = _data(5, 2)
     three = _arff(tmp_path / "three.arff", x[:, :3], y)
     with pytest.raises(ValueError, match=re.escape(
-            f"{three}: expected the model's 4 feature attributes (those of its training file, in "
-            "order) and its label attributes ['sports', 'news', 'rare'] or none; the file has 3 "
-            "feature attributes, the model 4")):
+            f"{three}: expected the model's 4 feature attributes, in order; the file has 3 "
+            "feature attributes, the model's 4")):
         predictor.predict_file(three, tmp_path / "o.tsv")
     renamed = tmp_path / "renamed.arff"
     renamed.write_text(_arff(tmp_path / "r.arff", x, y).read_text().replace("attribute f2 ", "attribute g2 "))
@@ -188,12 +187,8 @@ def test_read_arff_missing_labels(tmp_path: Path) -> None:
     assert data.label_names == ("A", "B", "C")
     np.testing.assert_array_equal(data.X, [[1.5], [2.0]])
     np.testing.assert_array_equal(data.Y, [[1, -1, -1], [-1, 1, -1]])
-    with pytest.raises(ValueError, match=re.escape(f"{path}:6: missing value '?' for attribute 'B'")):
+    with pytest.raises(ValueError, match=re.escape(f"{path}: expected label attributes ['C']; not found")):
         read_arff(path, labels=("A", "B", "C"))
-    known = tmp_path / "k.arff"
-    known.write_text(head + "1.5,0,1\n")
-    with pytest.raises(ValueError, match=re.escape(f"{known}: expected label attributes ['C']; not found")):
-        read_arff(known, labels=("A", "B", "C"))
     with pytest.raises(ValueError, match=re.escape(f"{path}:6: missing value '?' for attribute 'B'")):
         read_arff(path, labels=("A", "B"))
     bad = tmp_path / "bad.arff"
@@ -211,7 +206,107 @@ def test_mulan_format_sizes_error(tmp_path: Path, capsys: pytest.CaptureFixture[
                   "--trainer.max_epochs", "1", "--trainer.default_root_dir", str(tmp_path / "run")])
     assert code == 2
     err = capsys.readouterr().err
-    assert ("MultiLabelScorer num_labels = 6, the data's 3; input_dim = 72, the data's 4: set "
-            "--model.init_args.scorer.init_args.num_labels 3 --model.init_args.scorer.init_args.input_dim 4 "
-            "(and the structure's num_labels)") in err
+    assert ("structssl fit: PairwiseMultiLabel num_labels = 6 does not match the data's num_labels "
+            "= 3 (leave num_labels out to take it from the data)") in err
     assert "Traceback" not in err
+
+
+# ---------------------------------------------------------------------- ArffDataModule
+OWN = Path(__file__).resolve().parents[1] / "configs" / "multilabel.yaml"
+
+
+def test_arff_module_splits_rows_by_their_labels(tmp_path: Path) -> None:
+    """Rows of the training file with every label '?' are unlabeled, with the unlabeled file's
+    rows (no label attributes); features are standardised with all training rows."""
+    from structssl.data import ArffDataModule
+
+    x, y = _data(50, 4)
+    train = tmp_path / "train.arff"
+    text = _arff(train, x[:20], y[:20]).read_text()
+    q = _arff(tmp_path / "q.arff", x[20:30]).read_text()  # '?' labels
+    train.write_text(text + q[q.index("@data") + 6:])
+    unlabeled = _arff(tmp_path / "u.arff", x[30:40], labels=())
+    dev = _arff(tmp_path / "dev.arff", x[40:], y[40:])
+    dm = ArffDataModule(str(train), labels=3, unlabeled_file=str(unlabeled), dev_file=str(dev))
+    dm.setup()
+    splits = dm.splits
+    assert [len(splits[k]) for k in ("labeled", "unlabeled", "dev", "test")] == [20, 20, 10, 0]
+    assert dm.model_sizes() == {"num_labels": 3, "input_dim": 4}
+    mean, std = x[:40].mean(0), x[:40].std(0, ddof=1)
+    torch.testing.assert_close(splits["labeled"][3]["inputs"], torch.tensor((x[3] - mean) / std))
+    torch.testing.assert_close(splits["unlabeled"][12]["inputs"], torch.tensor((x[32] - mean) / std))
+    torch.testing.assert_close(splits["dev"][0]["labels"], torch.tensor(y[40]))
+    fmt = dm.saved_format()
+    assert fmt["kind"] == "multilabel" and fmt["label_names"] == list(LABELS)
+    np.testing.assert_allclose(fmt["mean"], mean)
+    # by label names, in another order: the label columns follow the order given
+    by_name = ArffDataModule(str(train), labels=["rare", "sports", "news"])
+    by_name.setup()
+    assert by_name.saved_format()["label_names"] == ["rare", "sports", "news"]
+    torch.testing.assert_close(by_name.splits["labeled"][0]["labels"], torch.tensor(y[0, [2, 0, 1]]))
+
+
+def test_arff_module_errors_name_file_and_line(tmp_path: Path) -> None:
+    from structssl.data import ArffDataModule
+
+    x, y = _data(6, 5)
+    partial = _arff(tmp_path / "p.arff", x, y)
+    lines = partial.read_text().splitlines()
+    lines[-2] = lines[-2][: lines[-2].rindex(",")] + ",?"  # row 5: 'rare' unknown, the rest known
+    partial.write_text("\n".join(lines) + "\n")
+    number = len(lines) - 1
+    with pytest.raises(ValueError, match=re.escape(
+            f"{partial}:{number}: expected every label of a row known (a labeled row) or every "
+            "label '?' (an unlabeled row); labels ['rare'] are '?'")):
+        ArffDataModule(str(partial), labels=3).setup()
+    good = _arff(tmp_path / "g.arff", x, y)
+    unknown_dev = _arff(tmp_path / "d.arff", x)
+    with pytest.raises(ValueError, match=re.escape(
+            f"{unknown_dev}:10: expected every label of a dev row known (0/1)")):
+        ArffDataModule(str(good), labels=3, dev_file=str(unknown_dev)).setup()
+    with pytest.raises(ValueError, match=re.escape(
+            f"{good}:10: expected the labels of an unlabeled file '?' or absent")):
+        ArffDataModule(str(good), labels=3, unlabeled_file=str(good)).setup()
+    other = _arff(tmp_path / "o.arff", x[:, :3], y)
+    with pytest.raises(ValueError, match=re.escape(
+            f"{other}: expected the training file's 4 feature attributes, in order; the file has 3")):
+        ArffDataModule(str(good), labels=3, test_file=str(other)).setup()
+    none = _arff(tmp_path / "n.arff", x)
+    with pytest.raises(ValueError, match=re.escape(f"{none}: every row's labels are '?'")):
+        ArffDataModule(str(none), labels=3).setup()
+    with pytest.raises(ValueError, match=re.escape("labels (--data.labels) must be the number")):
+        ArffDataModule(str(good))
+    with pytest.raises(FileNotFoundError, match=re.escape("no such file: nope.arff (the train file, --data.train_file")):
+        ArffDataModule("nope.arff", labels=3, data_dir=tmp_path).setup()
+
+
+def test_readme_multilabel_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """README "Your own data", multi-label: fit configs/multilabel.yaml on a training file with
+    labeled and '?' rows, an unlabeled file and a dev file (sizes from the data), then predict."""
+    x, y = _data(200, 6)
+    train = tmp_path / "TRAIN.arff"
+    text = _arff(train, x[:30], y[:30]).read_text()
+    q = _arff(tmp_path / "q.arff", x[30:100]).read_text()
+    train.write_text(text + q[q.index("@data") + 6:])
+    _arff(tmp_path / "UNLABELED.arff", x[100:150], labels=())
+    _arff(tmp_path / "DEV.arff", x[150:], y[150:])
+    run = tmp_path / "RUN_DIR"
+    with mock.patch("pytorch_lightning.utilities.rank_zero.rank_zero_info") as info:
+        code = _main([
+                "fit", "--config", str(OWN), "--data.train_file", str(train), "--data.labels", "3",
+            "--data.unlabeled_file", str(tmp_path / "UNLABELED.arff"), "--data.dev_file",
+            str(tmp_path / "DEV.arff"), "--trainer.default_root_dir", str(run),
+            "--trainer.max_epochs", "6", "--trainer.enable_progress_bar", "false",
+        ])
+    assert code in (0, None)
+    lines = [str(call.args[0]) for call in info.call_args_list]
+    assert (f"{train}: 30 labeled rows, 70 unlabeled ('?' labels) + 50 of {tmp_path / 'UNLABELED.arff'}; "
+            "4 features (standardised), 3 labels: sports, news, rare; 50 dev rows") in lines
+    assert "best dev val/micro_f1" in capsys.readouterr().out
+    new_x, new_y = _data(40, 7)
+    new = _arff(tmp_path / "NEW.arff", new_x, new_y)
+    assert _main(["predict", "--model", str(run), "--input", str(new), "--output",
+                  str(tmp_path / "PREDICTIONS.tsv")]) == 0
+    f1 = float(re.search(r"micro_f1 (\d\.\d+)", capsys.readouterr().out).group(1))  # type: ignore[union-attr]
+    assert f1 > 0.6
+    assert len((tmp_path / "PREDICTIONS.tsv").read_text().splitlines()) == 41

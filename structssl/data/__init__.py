@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # the names below, as type checkers and IDEs see them
     from structssl.data.modules import (  # noqa: F401
         COIL_NUM_CLASSES,
         DEFAULT_LABELED_FRACTION,
+        ArffDataModule,
         CitationsDataModule,
         CoilDataModule,
         CoNLLDataModule,
@@ -106,6 +107,7 @@ _DATA_MODULES = (
     "OcrDataModule",
     "TreebankDataModule",
     "GrammarScorer",
+    "ArffDataModule",
     "MulanDataModule",
     "MulanSplit",
     "mulan_split",

@@ -30,6 +30,7 @@ __all__ = [
     "PathLike",
     "resolve_data_dir",
     "data_file",
+    "split_file",
     "open_binary",
     "open_text",
     "iter_lines",
@@ -99,6 +100,34 @@ def data_file(relative: PathLike, expected: str, data_dir: Optional[PathLike] = 
     if not path.is_file():
         raise FileNotFoundError(f"missing data file {path}: expected {expected} there")
     return path
+
+
+def split_file(name: PathLike, split: str, expected: str, data_dir: Optional[PathLike] = None) -> Path:
+    """The file a data module's ``{split}_file`` option names: the path as given (relative to
+    the current directory), else relative to the data directory.
+
+    Args:
+        name: the option's value.
+        split: the split (``"train"``, ``"unlabeled"``, ...), for the option's name.
+        expected: what the file holds, for the error message.
+        data_dir: the data directory (see :func:`resolve_data_dir`).
+
+    Raises:
+        FileNotFoundError: naming the option and both places looked in.
+    """
+    option = f"--data.{split}_file / {split}_file="
+    path = Path(name)
+    if path.is_file():
+        return path
+    if path.is_absolute():
+        raise FileNotFoundError(f"no such file: {name} (the {split} file, {option})")
+    try:
+        return data_file(path, expected, data_dir)
+    except FileNotFoundError as err:  # neither here nor in the data directory
+        raise FileNotFoundError(
+            f"no such file: {name} (the {split} file, {option}) in the current directory "
+            f"{Path.cwd()}, nor in the data directory: {err}"
+        ) from None
 
 
 def _check_exists(path: Path) -> None:

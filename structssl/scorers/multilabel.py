@@ -26,7 +26,7 @@ from typing import Any, Literal, Optional
 import torch
 from torch import Tensor, nn
 
-from structssl.scorers.base import LinearInputs, Scorer, check_init_std, init_
+from structssl.scorers.base import LinearInputs, Scorer, _one_kind, adopt_input_size, check_init_std, init_
 from structssl.structures.base import positive_int
 from structssl.structures.multilabel import MultiLabelPotentials, PairwiseMultiLabel
 
@@ -39,10 +39,13 @@ PAIRWISE_KINDS: tuple[str, ...] = ("linear", "shared", "none")
 class MultiLabelScorer(Scorer):
     """Pairwise multi-label scorer ``x -> MultiLabelPotentials`` (see the module docstring).
 
-    Exactly one of ``num_features``, ``input_dim`` is given.
+    At most one of ``num_features``, ``input_dim`` is given. Sizes left out (``num_labels``, or
+    both input sizes) are taken from the data when a training procedure sets up
+    (:meth:`resolve_sizes` with the data module's ``num_labels`` and ``input_dim``); the weights
+    exist from then on.
 
     Args:
-        num_labels: K.
+        num_labels: K (default: from the data).
         num_features: sparse feature index space (inputs (B, F) long, 0 = padding).
         input_dim: D of dense inputs (B, D).
         pairwise: ``"linear"`` (edge potentials linear in x, seed 004), ``"shared"`` (one
@@ -54,7 +57,7 @@ class MultiLabelScorer(Scorer):
 
     def __init__(
         self,
-        num_labels: int,
+        num_labels: Optional[int] = None,
         num_features: Optional[int] = None,
         input_dim: Optional[int] = None,
         pairwise: PairwiseKind = "shared",
@@ -63,42 +66,82 @@ class MultiLabelScorer(Scorer):
         validate: bool = True,
     ) -> None:
         super().__init__()
-        self.num_labels = k = positive_int(num_labels, "num_labels")
+        self.num_labels = 0 if num_labels is None else positive_int(num_labels, "num_labels")
         if pairwise not in PAIRWISE_KINDS:
             raise ValueError(f"pairwise must be one of {PAIRWISE_KINDS}; got {pairwise!r}")
+        if num_features is not None and input_dim is not None:
+            raise ValueError(
+                "at most one of num_features, input_dim may be given; got "
+                f"num_features={num_features!r}, input_dim={input_dim!r}"
+            )
+        if num_features is not None or input_dim is not None:
+            _one_kind(num_features, None, input_dim)  # a valid size, checked now
         self.pairwise = pairwise
         self.init_std = check_init_std(init_std)
-        self.node = LinearInputs(2 * k, num_features, None, input_dim, bias, init_std, validate)
+        self.validate = bool(validate)
+        self._options: dict[str, Any] = dict(
+            num_features=num_features, num_words=None, input_dim=input_dim, bias=bias
+        )
+        self.node: Optional[LinearInputs] = None
+        self.edge: Optional[LinearInputs] = None
+        self.edge_table: Optional[nn.Parameter] = None
+        if self.num_labels and (num_features is not None or input_dim is not None):
+            self._build()
+
+    def _build(self) -> None:
+        k, o = self.num_labels, self._options
+        self.node = LinearInputs(
+            2 * k, o["num_features"], None, o["input_dim"], o["bias"], self.init_std, self.validate
+        )
         rows, cols = torch.triu_indices(k, k, offset=1)
         self.register_buffer("pair_rows", rows, persistent=False)
         self.register_buffer("pair_cols", cols, persistent=False)
         num_pairs = rows.numel()
-        self.edge: Optional[LinearInputs] = None
-        self.edge_table: Optional[nn.Parameter] = None
-        if pairwise == "linear":
+        if self.pairwise == "linear":
             self.edge = LinearInputs(
-                4 * num_pairs, num_features, None, input_dim, bias, init_std, validate
+                4 * num_pairs, o["num_features"], None, o["input_dim"], o["bias"], self.init_std,
+                self.validate,
             )
-        elif pairwise == "shared":
+        elif self.pairwise == "shared":
             self.edge_table = nn.Parameter(torch.zeros(num_pairs, 2, 2))
         self.reset_parameters()
 
     def resolve_sizes(self, sizes: dict[str, Any]) -> None:
-        """Check the configured sizes against the data's (``num_labels``, ``input_dim``; a data
-        module's ``model_sizes()``): this scorer is sized at construction, so a difference is
-        an error naming the option to set."""
-        mine = {"num_labels": self.num_labels, self.node.kind: self.node.size}
-        differ = [f"{key} = {mine[key]}, the data's {sizes[key]}" for key in mine
-                  if sizes.get(key) is not None and sizes[key] != mine[key]]
-        if differ:
-            fix = " ".join(f"--model.init_args.scorer.init_args.{key} {sizes[key]}" for key in mine
-                           if sizes.get(key) is not None and sizes[key] != mine[key])
-            raise ValueError(f"MultiLabelScorer {'; '.join(differ)}: set {fix} (and the "
-                             "structure's num_labels)")
+        """Take the sizes left out from the data (``num_labels``, ``input_dim``; a data module's
+        ``model_sizes()``), and build the weights.
+
+        Raises:
+            ValueError: a size given to the constructor differs from the data's, or the data
+                gives no input size where none was given.
+        """
+        given = sizes.get("num_labels")
+        if given is not None:
+            if self.num_labels and self.num_labels != given:
+                raise ValueError(
+                    f"MultiLabelScorer num_labels = {self.num_labels} does not match the data's "
+                    f"num_labels = {given} (leave num_labels out to take it from the data)"
+                )
+            self.num_labels = positive_int(given, "num_labels")
+        mine = adopt_input_size(self._options, sizes, "MultiLabelScorer")
+        if self.node is None:
+            if not self.num_labels or not mine:
+                raise ValueError(
+                    "MultiLabelScorer needs num_labels and one of num_features, input_dim; got "
+                    f"num_labels={self.num_labels or None}, sizes from the data {sorted(sizes)}"
+                )
+            self._build()
+
+    def _built(self) -> LinearInputs:
+        if self.node is None:
+            raise ValueError(
+                "MultiLabelScorer has no weights yet: give num_labels and num_features / "
+                "input_dim, or train it through a procedure whose data module gives them"
+            )
+        return self.node
 
     def reset_parameters(self) -> None:
         """Re-initialise (deterministic given the torch seed)."""
-        self.node.reset_parameters()
+        self._built().reset_parameters()
         if self.edge is not None:
             self.edge.reset_parameters()
         if self.edge_table is not None:
@@ -114,9 +157,10 @@ class MultiLabelScorer(Scorer):
         Raises:
             ValueError: wrong input shape, dtype or index values.
         """
-        self.node.check(inputs, "B")
+        node = self._built()
+        node.check(inputs, "B")
         b, k = inputs.shape[0], self.num_labels
-        unary = self.node(inputs).view(b, k, 2)  # (B, K, 2)
+        unary = node(inputs).view(b, k, 2)  # (B, K, 2)
         if self.pairwise == "none":
             return PairwiseMultiLabel.potentials_from(unary)
         if self.edge is not None:

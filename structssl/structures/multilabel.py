@@ -50,7 +50,7 @@ for the fully connected multi-label formulation.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -125,7 +125,8 @@ class PairwiseMultiLabel(Structure):
     """Fully connected pairwise MRF over ``K`` binary labels (see the module docstring).
 
     Args:
-        num_labels: K, the number of binary labels.
+        num_labels: K, the number of binary labels (default: from the data, when a training
+            procedure sets up: :meth:`resolve_sizes`).
         validate: check values at the public entry points (see :class:`Structure`).
     """
 
@@ -134,12 +135,29 @@ class PairwiseMultiLabel(Structure):
     #: largest K for the exact (enumeration) methods; above it use dual decomposition
     max_exact_labels: int = 20
 
-    def __init__(self, num_labels: int, validate: bool = True) -> None:
+    def __init__(self, num_labels: Optional[int] = None, validate: bool = True) -> None:
         super().__init__(validate)
-        self.num_labels = positive_int(num_labels, "num_labels")
+        self.num_labels: int = 0 if num_labels is None else positive_int(num_labels, "num_labels")
 
     def __repr__(self) -> str:
-        return f"PairwiseMultiLabel(num_labels={self.num_labels})"
+        return f"PairwiseMultiLabel(num_labels={self.num_labels or None})"
+
+    def resolve_sizes(self, sizes: dict[str, Any]) -> None:
+        """Take ``num_labels`` from the data when it was left out (``PairwiseMultiLabel()``);
+        called by the training procedures at setup with the data module's sizes.
+
+        Raises:
+            ValueError: ``num_labels`` was given and differs from the data's.
+        """
+        given = sizes.get("num_labels")
+        if given is None:
+            return
+        if self.num_labels and self.num_labels != given:
+            raise ValueError(
+                f"PairwiseMultiLabel num_labels = {self.num_labels} does not match the data's "
+                f"num_labels = {given} (leave num_labels out to take it from the data)"
+            )
+        self.num_labels = positive_int(given, "num_labels")
 
     # ------------------------------------------------------------------ building potentials
     @staticmethod
@@ -203,6 +221,11 @@ class PairwiseMultiLabel(Structure):
             )
         unary, pairwise = potentials
         k = self.num_labels
+        if not k:
+            raise ValueError(
+                "PairwiseMultiLabel num_labels is not set: pass num_labels=K, or train it through "
+                "a procedure whose data module gives it"
+            )
         if unary.dim() != 3 or tuple(unary.shape[1:]) != (k, 2):
             raise ValueError(
                 f"potentials.unary must have shape (B, K, 2) with K = num_labels = {k}; got "

@@ -171,16 +171,30 @@ class ConstrainedSelfLabelingModule(StructuredModule):
         self.inference = inference
         self.engine = engine if engine is not None else CorpusDualDecomposition()
         self.test_constraints = bool(test_constraints)
-        k = structure.num_labels
-        self.components: Components = (
-            StarTreeComponents(k) if inference == "approximate" else ExactComponent(structure)
-        )
+        self._components: Optional[Components] = None
         self.constraints: Optional[CorpusLinearConstraints] = None
         self._constraints_fitted = False
         self.multipliers: Optional[CorpusMultipliers] = None
         self.pseudo_labels: Optional[Tensor] = None
         #: per-round record of the label assignment (primal, dual, violation)
         self.assignment_history: list[dict[str, float]] = []
+
+    @property
+    def components(self) -> Components:
+        """The inference components: the K star trees (approximate inference) or the whole
+        graph by enumeration (exact); built on first use, once K is known (given, or from the
+        data at setup)."""
+        if self._components is None:
+            k = self.structure.num_labels
+            if not k:
+                raise ValueError(
+                    f"{type(self).__name__}: the structure's num_labels is not set: give it, or "
+                    "train through a data module that gives it"
+                )
+            self._components = (
+                StarTreeComponents(k) if self.inference == "approximate" else ExactComponent(self.structure)
+            )
+        return self._components
 
     # ------------------------------------------------------------------ constraints
     def fit_constraints(self, labels: Tensor) -> Optional[CorpusLinearConstraints]:

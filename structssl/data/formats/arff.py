@@ -47,6 +47,7 @@ __all__ = [
     "MULAN_DATASETS",
     "read_mulan_labels",
     "read_arff",
+    "check_same_features",
     "load_mulan",
 ]
 
@@ -67,6 +68,7 @@ class MultiLabelData:
         feature_names: the d feature attribute names.
         label_names: the K label attribute names, in column order.
         relation: the ARFF ``@relation`` name.
+        lines: the 1-based line number of each row in its file (``()`` where not read from one).
     """
 
     X: np.ndarray
@@ -74,6 +76,7 @@ class MultiLabelData:
     feature_names: tuple[str, ...]
     label_names: tuple[str, ...]
     relation: str = ""
+    lines: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return int(self.X.shape[0])
@@ -230,8 +233,8 @@ def read_arff(
             attributes are the labels.
         label_location: ``"xml"`` (labels named by ``labels``) or ``"end"``.
         num_labels: the number of trailing label attributes (only with ``"end"``).
-        missing_labels: a file to predict: label attributes named by ``labels`` may be absent
-            from the file, and label values may be ``?``; both are read as -1 in Y, whose
+        missing_labels: unlabeled rows allowed: label values may be ``?``, and label attributes
+            named by ``labels`` may be absent from the file; both are read as -1 in Y, whose
             columns then follow the order of ``labels`` (of every label it names).
 
     Returns:
@@ -293,21 +296,6 @@ def read_arff(
         rows.append(values)
         row_lines.append(lines.number)
 
-    data = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # None -> nan
-    bad_value = ~np.isfinite(data)
-    if missing_labels and label_set is not None:  # '?' labels are unknown, not errors
-        bad_value[:, [i for i, n in enumerate(names) if n in set(label_set)]] = False
-    if bad_value.any():
-        r, c = (int(i) for i in np.argwhere(bad_value)[0])
-        problem = _check_value(None, names[c], attributes[c][1]) if rows[r][c] is None else (
-            f"expected a finite number for attribute {names[c]!r}; got {str(rows[r][c])!r}"
-        )
-        raise ValueError(f"{path}:{row_lines[r]}: {problem}")
-    for c, (_, kind) in enumerate(attributes):  # {0,1} is read by value, other nominals by index
-        if isinstance(kind, list) and sorted(kind) == ["0", "1"]:
-            known = np.isfinite(data[:, c])  # '?' (nan) stays unknown
-            data[known, c] = np.array([float(v) for v in kind])[data[known, c].astype(np.int64)]
-
     if label_location == "end":
         assert num_labels is not None
         if num_labels >= len(names):
@@ -322,10 +310,24 @@ def read_arff(
             raise ValueError(f"{path}: expected label attributes {missing}{xml_name}; not found")
         wanted = set(label_set)
         label_idx = [i for i, n in enumerate(names) if n in wanted]
+
+    data = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # None -> nan
+    bad_value = ~np.isfinite(data)
+    if missing_labels:  # '?' labels are unknown, not errors
+        bad_value[:, label_idx] = False
+    if bad_value.any():
+        r, c = (int(i) for i in np.argwhere(bad_value)[0])
+        problem = _check_value(None, names[c], attributes[c][1]) if rows[r][c] is None else (
+            f"expected a finite number for attribute {names[c]!r}; got {str(rows[r][c])!r}"
+        )
+        raise ValueError(f"{path}:{row_lines[r]}: {problem}")
+    for c, (_, kind) in enumerate(attributes):  # {0,1} is read by value, other nominals by index
+        if isinstance(kind, list) and sorted(kind) == ["0", "1"]:
+            known = np.isfinite(data[:, c])  # '?' (nan) stays unknown
+            data[known, c] = np.array([float(v) for v in kind])[data[known, c].astype(np.int64)]
+
     feature_idx = [i for i in range(len(names)) if i not in set(label_idx)]
     Y = data[:, label_idx]
-    if missing_labels:
-        Y = np.where(np.isnan(Y), -1.0, Y)
     for j, i in enumerate(label_idx):
         kind = attributes[i][1]
         if isinstance(kind, list) and sorted(kind) != ["0", "1"]:
@@ -333,12 +335,13 @@ def read_arff(
                 f"{path}: expected label attribute {names[i]!r} to be {{0,1}}; "
                 f"got {{{','.join(kind)}}}"
             )
-        bad = ~np.isin(Y[:, j], (-1.0, 0.0, 1.0) if missing_labels else (0.0, 1.0))
+        bad = ~(np.isin(Y[:, j], (0.0, 1.0)) | (np.isnan(Y[:, j]) if missing_labels else False))
         if bad.any():
             k = int(bad.argmax())
             raise ValueError(
                 f"{path}:{row_lines[k]}: expected 0 or 1 for label {names[i]!r}; got {Y[k, j]:g}"
             )
+    Y = np.where(np.isnan(Y), -1.0, Y)  # '?' labels (missing_labels): unknown
     label_names = tuple(names[i] for i in label_idx)
     if missing_labels and label_set is not None:  # every named label, absent ones unknown
         Y = np.stack([Y[:, label_names.index(n)] if n in label_names else np.full(len(rows), -1.0)
@@ -350,7 +353,25 @@ def read_arff(
         feature_names=tuple(names[i] for i in feature_idx),
         label_names=label_names,
         relation=str(arff["relation"]),
+        lines=tuple(row_lines),
     )
+
+
+def check_same_features(path: PathLike, names: Seq[str], expected: Seq[str], what: str) -> None:
+    """A file's feature attributes must be ``expected``, in order.
+
+    Raises:
+        ValueError: naming ``path``, ``what`` the expected ones are (e.g. "the model's") and
+            the first attribute that differs, or the counts.
+    """
+    names, expected = tuple(names), tuple(expected)
+    if names == expected:
+        return
+    i = next((i for i, (a, b) in enumerate(zip(names, expected)) if a != b), min(len(names), len(expected)))
+    got = (f"feature attribute {i + 1} is {names[i]!r}, {what} is {expected[i]!r}"
+           if i < min(len(names), len(expected))
+           else f"the file has {len(names)} feature attributes, {what} {len(expected)}")
+    raise ValueError(f"{path}: expected {what} {len(expected)} feature attributes, in order; {got}")
 
 
 def load_mulan(

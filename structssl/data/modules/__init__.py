@@ -10,6 +10,7 @@ module                                     data module
 :mod:`~structssl.data.modules.citations`   ``CitationsDataModule`` (Cora citations, CoDL)
 :mod:`~structssl.data.modules.ocr`         ``OcrDataModule`` (OCR words, 10 folds)
 :mod:`~structssl.data.modules.treebank`    ``TreebankDataModule``, ``GrammarScorer``
+:mod:`~structssl.data.modules.arff`        ``ArffDataModule`` (your own multi-label files)
 :mod:`~structssl.data.modules.mulan`       ``MulanDataModule`` (scene / yeast / emotions)
 :mod:`~structssl.data.modules.coil`        ``CoilDataModule`` (SSL-book COIL)
 =========================================  ==================================================
@@ -30,6 +31,7 @@ from structssl.data.modules.base import (
     with_index,
     without_labels,
 )
+from structssl.data.modules.arff import ArffDataModule
 from structssl.data.modules.citations import CitationsDataModule
 from structssl.data.modules.coil import COIL_NUM_CLASSES, CoilDataModule
 from structssl.data.modules.conll import CoNLLDataModule, LengthBucketSampler, length_chunks
@@ -38,10 +40,10 @@ from structssl.data.modules.ocr import OcrDataModule
 from structssl.data.modules.synthetic import SyntheticHMMDataModule
 from structssl.data.modules.treebank import GrammarScorer, TreebankDataModule
 
-from structssl.data.modules import base, citations, coil, conll, mulan, ocr, synthetic, treebank
+from structssl.data.modules import arff, base, citations, coil, conll, mulan, ocr, synthetic, treebank
 
 __all__ = [
     name
-    for module in (base, synthetic, conll, citations, ocr, treebank, mulan, coil)
+    for module in (base, synthetic, conll, arff, citations, ocr, treebank, mulan, coil)
     for name in module.__all__
 ]

@@ -243,24 +243,11 @@ class CoNLLDataModule(SemiSupervisedDataModule):
 
     # ------------------------------------------------------------------ files
     def _path(self, key: str) -> Any:
-        from pathlib import Path
-
-        from structssl.data.paths import data_file
+        from structssl.data.paths import split_file
 
         name = self.files[key]
         assert name is not None
-        option = f"--data.{key}_file / {key}_file="
-        if Path(name).is_file():
-            return Path(name)
-        if Path(name).is_absolute():
-            raise FileNotFoundError(f"no such file: {name} (the {key} file, {option})")
-        try:
-            return data_file(name, f"a CoNLL column file ({key} split)", self.data_dir)
-        except FileNotFoundError as err:  # neither here nor in the data directory
-            raise FileNotFoundError(
-                f"no such file: {name} (the {key} file, {option}) in the current directory "
-                f"{Path.cwd()}, nor in the data directory: {err}"
-            ) from None
+        return split_file(name, key, f"a CoNLL column file ({key} split)", self.data_dir)
 
     def build(self) -> dict[str, list[Example]]:
         from structssl.data.paths import DecodingError

@@ -91,12 +91,34 @@ def mulan_split(
     y = torch.as_tensor(np.asarray(data.Y), dtype=torch.long)
     mean = std = None
     if standardize:
-        mean = x[train].mean(0)
-        std = x[train].std(0)
-        std = torch.where(std > 1e-12, std, torch.ones_like(std))
+        mean, std = feature_statistics(x[train])
         x = (x - mean) / std
     tr_x, tr_y = x[train], y[train]
     return MulanSplit(tr_x[lab], tr_y[lab], tr_x[unl], tr_y[unl], x[test], y[test], mean, std)
+
+
+def feature_statistics(x: Tensor) -> tuple[Tensor, Tensor]:
+    """The mean and standard deviation (D,) that standardise features ``x`` (n, D): constant
+    features get a standard deviation of 1 (they are only centred)."""
+    std = x.std(0)  # NaN for one row: then 1, as for a constant feature
+    return x.mean(0), torch.where(std > 1e-12, std, torch.ones_like(std))
+
+
+def multilabel_format(
+    feature_names: tuple[str, ...], label_names: tuple[str, ...], mean: Optional[Tensor],
+    std: Optional[Tensor],
+) -> dict[str, Any]:
+    """A multi-label data module's ``saved_format()``: what prediction needs, as plain data kept
+    in checkpoints (``structssl predict``,
+    :class:`~structssl.predict_multilabel.MultiLabelPredictor`): the feature and label
+    attribute names, and the standardisation statistics (``None``: not standardised)."""
+    return {
+        "kind": "multilabel",
+        "feature_names": list(feature_names),
+        "label_names": list(label_names),
+        "mean": None if mean is None else mean.tolist(),
+        "std": None if std is None else std.tolist(),
+    }
 
 
 def load_pooled(name: str, data_dir: Optional[PathLike] = None) -> MultiLabelData:
@@ -224,19 +246,10 @@ class MulanDataModule(SemiSupervisedDataModule):
         return self.evaluate_unlabeled
 
     def saved_format(self) -> dict[str, Any]:
-        """What prediction needs, as plain data kept in checkpoints (``structssl predict``,
-        :class:`~structssl.predict.MultiLabelPredictor`): the feature and label attribute
-        names, and the training part's standardisation statistics (``None`` without
-        ``standardize``)."""
+        """What prediction needs (:func:`multilabel_format`): the attribute names and the
+        training part's standardisation."""
         s = self.arrays()
-        features, labels = self._names
-        return {
-            "kind": "multilabel",
-            "feature_names": list(features),
-            "label_names": list(labels),
-            "mean": None if s.feature_mean is None else s.feature_mean.tolist(),
-            "std": None if s.feature_std is None else s.feature_std.tolist(),
-        }
+        return multilabel_format(*self._names, s.feature_mean, s.feature_std)
 
     @property
     def input_dim(self) -> int:
