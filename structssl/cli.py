@@ -642,6 +642,12 @@ def short_parse_error(message: str) -> str:
                 reason = f"{reason} {inner}"  # e.g. "... class_path 'm.X': No module named 'm'"
         elif line.startswith("- Problem with given class_path") and following and not following.startswith("Parser key"):
             reason = following  # e.g. "Option 'x' is not accepted"
+    required = re.match(r"(?:(--[\w.]+): )?the following arguments are required: (.+)$", lines[0]) if lines else None
+    if required and len(lines) == 1:  # "output" -> "--output", "--data: labels" -> "--data.labels"
+        parent = required.group(1)
+        names = [n.strip() for n in required.group(2).split(",")]
+        named = [n if n.startswith("-") else f"{parent}.{n}" if parent else f"--{n}" for n in names]
+        return f"missing required option(s): {', '.join(named)}"
     if not keys or not reason:
         return message
     if reason.startswith("Does not validate against any of the Union subtypes"):

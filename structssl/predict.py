@@ -394,6 +394,14 @@ class Tagger:
                 "encoding='utf-8' if it is UTF-8",
                 stacklevel=2,
             )
+        from structssl.data.formats.conll import looks_conllu
+
+        if reader.layout == "columns" and reader.num_columns != 10 and looks_conllu(input, reader.encoding):
+            raise ValueError(
+                f"{input}: a CoNLL-U file (ten tab-separated columns, '#' comment lines); the model "
+                f"was trained on files of {reader.num_columns or 'other'} columns: give the input "
+                "in that layout, or the token alone per line"
+            )
         try:
             gold, not_scored = self._gold(reader, input)  # the sentences with their tags
             sentences = gold if gold is not None else reader.read_tokens(input)
@@ -462,7 +470,7 @@ class Tagger:
         if not _has_tag_column(reader, path):
             return None, None  # untagged input: nothing to score against
         try:
-            return reader.read_labeled(path, unknown_tags=True), None
+            return reader.read_labeled(path, unknown_tags=True, keep_tags=True), None
         except NoTagColumnError:
             return None, None  # untagged input: nothing to score against
         except (DecodingError, TagColumnError):
@@ -471,19 +479,22 @@ class Tagger:
             return None, str(err)
 
     def _score(self, predictions: list[TaggedSentence], gold: list[Sequence]) -> dict[str, Any]:
-        from structssl.metrics import SpanF1, TokenAccuracy
+        """Token accuracy of the written tags against the file's own (as conlleval counts it:
+        in BIOES / BILOU files ``S-X`` for ``B-X`` is an error), and span F1 of their spans
+        (``gold``: the sentences with the file's own tags)."""
+        from structssl.metrics import SpanF1
 
-        tags = list(self.tags)
-        unseen = list(dict.fromkeys(t for s in gold for t in s.labels or () if t not in tags))
-        index = {t: i for i, t in enumerate(tags + unseen)}
         scheme = self.format.scheme or "bio"
+        pairs = [(p, g) for pred, s in zip(predictions, gold) for p, g in zip(pred.tags, s.labels or ())]
+        out: dict[str, Any] = {"token_accuracy": sum(p == g for p, g in pairs) / max(len(pairs), 1)}
+        tags = list(self.tags)
+        gold_bio = [to_bio(s.labels or (), scheme) for s in gold]
+        unseen = list(dict.fromkeys(t for labels in gold_bio for t in labels if t not in tags))
+        index = {t: i for i, t in enumerate(tags + unseen)}
         pred = [torch.tensor([index[t] for t in to_bio(p.tags, scheme)]) for p in predictions]
-        true = [torch.tensor([index[t] for t in s.labels or ()]) for s in gold]
+        true = [torch.tensor([index[t] for t in labels]) for labels in gold_bio]
         preds, lengths = pad_sequences(pred)
         target, _ = pad_sequences(true)
-        accuracy = TokenAccuracy()
-        accuracy.update(preds, target, lengths=lengths)
-        out: dict[str, Any] = {"token_accuracy": float(accuracy.compute())}
         if unseen:
             out["unseen_tags"] = unseen
         if self.format.task == "bio":

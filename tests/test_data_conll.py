@@ -70,7 +70,7 @@ def test_docstart_is_handled_explicitly(tmp_path: Path) -> None:
 
 
 def test_read_conll_unlabeled(tmp_path: Path) -> None:
-    corpus = read_conll(_write(tmp_path / "u.txt", "a X\nb Y\n"), label_column=None)
+    corpus = read_conll(_write(tmp_path / "u.txt", "a X\nb Y\n"), tag_column=None)
     assert corpus[0].labels is None and corpus[0].features == (("X",), ("Y",))
     assert len(corpus.labels) == 0
     with pytest.raises(ValueError, match="sequence has no labels"):

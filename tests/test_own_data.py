@@ -1095,7 +1095,7 @@ def test_feature_column_that_is_the_tag_column_is_refused(tmp_path: Path) -> Non
     dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
                          feature_columns=[2])
     with pytest.raises(ValueError, match=r"t\.conll:1: feature_columns=2 is the label column "
-                                         r"\(label_column=-1 of this line's 3 columns\)"):
+                                         r"\(tag_column=-1 of this line's 3 columns\)"):
         dm.setup()
 
 
@@ -1124,7 +1124,8 @@ def test_ill_formed_training_tags_warn_with_count_and_line(tmp_path: Path) -> No
     dm = CoNLLDataModule(train_file=str(tmp_path / "t.conll"), dev_file=None, test_file=None,
                          tag_scheme="bio")
     with pytest.warns(UserWarning, match=r"t\.conll: 2 sentence\(s\) with ill-formed BIO tags, the "
-                                         r"first at line 2 \('I-ORG' after 'O'\)"):
+                                         r"first at line 2 \('I-ORG' where a well-formed sequence of the same spans has "
+                                         r"'B-ORG'\)"):
         dm.setup()
     labels = dm.splits["labeled"][0]["labels"].tolist()
     assert [dm.format.tags[i] for i in labels] == ["O", "B-ORG"]

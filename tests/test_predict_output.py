@@ -247,3 +247,61 @@ def test_output_dash_is_standard_output(
     assert main(["predict", "--model", str(corpus["run"]), "--input", str(same),
                  "--output", str(same)]) == 2
     assert "--output must differ from --input" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ user test round 5
+def test_token_accuracy_is_on_the_files_own_tags() -> None:
+    """BILOU gold ``B-G L-G`` against the written ``U-G U-G``: one of three tokens right (as
+    conlleval counts it), where their BIO forms (``B-G I-G`` / ``B-G B-G``) agree on two; the
+    spans differ, so span F1 is 0."""
+    from types import SimpleNamespace
+
+    from structssl.data.records import Sequence as Record
+    from structssl.predict import TaggedSentence
+
+    tagger = SimpleNamespace(tags=("O", "B-G", "I-G"), format=SimpleNamespace(scheme="bilou", task="bio"))
+    gold = [Record(tokens=("a", "b", "c"), labels=("B-G", "L-G", "O"))]
+    pred = [TaggedSentence(("a", "b", "c"), ("U-G", "U-G", "O"))]
+    score = Tagger._score(tagger, pred, gold)  # type: ignore[arg-type]
+    assert score["token_accuracy"] == pytest.approx(1 / 3)
+    assert score["span_f1"] == 0.0
+    right = [TaggedSentence(("a", "b", "c"), ("B-G", "L-G", "O"))]
+    assert Tagger._score(tagger, right, gold) == {"token_accuracy": 1.0, "span_f1": 1.0}  # type: ignore[arg-type]
+
+
+def test_a_conllu_file_for_a_model_of_columns_is_named(
+    corpus: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    conllu = corpus["root"] / "ud.conllu"
+    conllu.write_text("# sent_id = 1\n# text = Tomar aspirina\n"
+                      "1\tTomar\ttomar\tVERB\t_\t_\t0\troot\t_\t_\n"
+                      "2\taspirina\taspirina\tNOUN\t_\t_\t1\tobj\t_\t_\n\n", encoding="utf-8")
+    assert _predict(corpus, "ud.conllu", str(corpus["root"] / "ud.pred")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"structssl predict: {conllu}: a CoNLL-U file (ten tab-separated columns, '#' "
+                   "comment lines); the model was trained on files of 4 columns: give the input in "
+                   "that layout, or the token alone per line")
+
+
+def test_a_missing_required_option_is_named_as_an_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["predict", "--model", "RUN_DIR", "--input", "NEW.txt"])
+    assert stop.value.code == 2
+    assert "structssl predict: error: missing required option(s): --output" in capsys.readouterr().err
+
+
+def test_binary_and_compressed_files(tmp_path: Path) -> None:
+    """A file of NUL bytes is named as binary (it was read as one column); gzip data is read
+    whatever the file's name (it was "expected utf-8 text")."""
+    import gzip
+
+    from structssl.data.paths import DecodingError, iter_lines
+
+    zeros = tmp_path / "zeros.bin"
+    zeros.write_bytes(b"\x00" * 3000)
+    with pytest.raises(DecodingError, match=f"{zeros}:1: expected utf-8 text; the line holds NUL bytes"):
+        list(iter_lines(zeros))
+    packed = tmp_path / "train.dat"
+    with gzip.open(packed, "wt", encoding="utf-8") as f:
+        f.write("El O\nGrupo B-ORG\n")
+    assert list(iter_lines(packed)) == [(1, "El O"), (2, "Grupo B-ORG")]

@@ -11,8 +11,9 @@ with a short description of what is expected there. When the file is missing, th
 the full path it looked at, how the data directory was chosen and what belongs there, so a user
 knows exactly which file to put where.
 
-Compressed files: :func:`open_text` and :func:`open_binary` decompress ``.gz`` files
-transparently (decided by the file name, and checked against the gzip magic bytes).
+Compressed files: :func:`open_text` and :func:`open_binary` decompress gzip data transparently
+(decided by the gzip magic bytes, whatever the file's name; a ``.gz`` file without them is an
+error).
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ def open_binary(path: PathLike) -> IO[bytes]:
     """Open a file for reading bytes, decompressing ``.gz`` files transparently.
 
     Args:
-        path: the file (``.gz`` files are decompressed).
+        path: the file (gzip data, ``.gz`` or not, is decompressed).
 
     Returns:
         A binary file object (use it as a context manager).
@@ -150,13 +151,12 @@ def open_binary(path: PathLike) -> IO[bytes]:
     """
     path = Path(path)
     _check_exists(path)
-    if path.suffix == ".gz":
-        with open(path, "rb") as f:
-            magic = f.read(2)
-        if magic != _GZIP_MAGIC:
-            raise ValueError(f"{path}: expected gzip data (name ends in .gz); got other bytes")
-        return gzip.open(path, "rb")
-    return open(path, "rb")
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if path.suffix == ".gz" and magic != _GZIP_MAGIC:
+        raise ValueError(f"{path}: expected gzip data (name ends in .gz); got other bytes")
+    # gzip data is decompressed whatever the file's name (a .dat that is gzip is not text)
+    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
 
 
 class DecodingError(ValueError):
@@ -174,7 +174,7 @@ def _without_bom(encoding: str) -> str:
 
 
 def open_text(path: PathLike, encoding: str = "utf-8") -> IO[str]:
-    """Open a text file (``.gz`` transparently), strict decoding, universal newlines.
+    """Open a text file (gzip data transparently), strict decoding, universal newlines.
 
     A UTF-8 byte-order mark at the start of the file is dropped.
 
@@ -238,7 +238,13 @@ def iter_lines(path: PathLike, encoding: str = "utf-8") -> Iterator[tuple[int, s
             return
         with open_binary(path) as f:
             for number, raw in enumerate(f, start=1):
-                yield number, raw.decode(first_codec if number == 1 else encoding).rstrip("\r\n")
+                line = raw.decode(first_codec if number == 1 else encoding)
+                if "\x00" in line:  # valid UTF-8, never text
+                    raise DecodingError(
+                        f"{path}:{number}: expected {encoding} text; the line holds NUL bytes (a "
+                        "binary file, or text in another encoding such as UTF-16?)"
+                    )
+                yield number, line.rstrip("\r\n")
     except UnicodeDecodeError as err:
         where = number if by_bytes else number + 1
         raise DecodingError(

@@ -253,7 +253,7 @@ class TaggingFormat:
         corpus = read_columns(
             path,
             **columns,
-            label_column=tag_column if labeled else None,
+            tag_column=tag_column if labeled else None,
             labels=None,
             tag_format="any",
             feature_columns=self.feature_columns,
@@ -266,8 +266,11 @@ class TaggingFormat:
             raise ValueError(f"{path}: expected {what} (one token per line); the file has none")
         return corpus
 
-    def read_labeled(self, path: PathLike, unknown_tags: bool = False) -> list[Sequence]:
-        """Read a tagged file (training, dev or test), tags converted to BIO.
+    def read_labeled(
+        self, path: PathLike, unknown_tags: bool = False, keep_tags: bool = False
+    ) -> list[Sequence]:
+        """Read a tagged file (training, dev or test), tags converted to BIO (``keep_tags``: the
+        file's own tags, checked as the others).
 
         Before :meth:`fit` the tags are only checked against the scheme (if given); after it,
         a tag outside the learned tag set is an error unless ``unknown_tags`` (scoring
@@ -301,7 +304,7 @@ class TaggingFormat:
             bio = to_bio(seq.labels, scheme)
             bad = ill_formed(seq.labels, scheme)
             if bad is not None:
-                malformed.append((seq.line_of(bad), seq.labels[bad], seq.labels[bad - 1] if bad else "(start)"))
+                malformed.append((seq.line_of(bad), seq.labels[bad], from_bio(bio, scheme)[bad]))
             if known and not unknown_tags:
                 for t, tag in enumerate(bio):
                     if tag not in known:
@@ -310,13 +313,14 @@ class TaggingFormat:
                             f"set {list(self.tags)}{' (in BIO)' if scheme not in ('bio', 'plain') else ''}"
                             f"; got {seq.labels[t]!r}{f' ({tag} in BIO)' if tag != seq.labels[t] else ''}"
                         )
-            out.append(dataclasses.replace(seq, labels=tuple(bio)))
+            out.append(seq if keep_tags else dataclasses.replace(seq, labels=tuple(bio)))
         if malformed:
-            line, tag, previous = malformed[0]
+            line, tag, expected = malformed[0]
             warnings.warn(
                 f"{path}: {len(malformed)} sentence(s) with ill-formed {scheme.upper()} tags, the "
-                f"first at line {line} ({tag!r} after {previous!r}); read as conlleval reads them "
-                "(a tag that does not continue a span of its type starts one)",
+                f"first at line {line} ({tag!r} where a well-formed sequence of the same spans has "
+                f"{expected!r}); read as conlleval reads them (spans by their B- and I- prefixes; "
+                "a tag that does not continue a span of its type starts one)",
                 stacklevel=2,
             )
         if self.scheme is None:
@@ -404,7 +408,8 @@ class TaggingFormat:
         what = (f"the training file's {k} columns" if labeled else
                 f"1 (the token alone) or the training file's {k}"
                 + (f" (or {k - 1} without its tag column)" if without_tag else "") + " columns")
-        hint = " (files hold one token per line; is this a sentence per line?)" if m > k else ""
+        # a sentence read as columns has many; one or two more are another layout
+        hint = " (files hold one token per line; is this a sentence per line?)" if m >= 2 * k and m > 4 else ""
         raise ValueError(f"{path}:{line}: expected {what}; got {m}{hint}")
 
     # ------------------------------------------------------------------ fitting

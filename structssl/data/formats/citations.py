@@ -112,7 +112,7 @@ def read_citations(
         path,
         separator="\t",
         token_column=0,
-        label_column=1,
+        tag_column=1,
         num_columns=3,
         labels=labels if labeled else None,
         first_labels=(),

@@ -80,7 +80,7 @@ def read_columns(
     *,
     separator: Optional[str] = None,
     token_column: int = 0,
-    label_column: Optional[int] = -1,
+    tag_column: Optional[int] = -1,
     num_columns: Optional[int] = None,
     labels: Union[Vocabulary, Seq[str], None] = None,
     tag_format: Literal["any", "bio"] = "any",
@@ -98,7 +98,7 @@ def read_columns(
         path: the file (``.gz`` transparently).
         separator: column separator; ``None`` splits on runs of whitespace.
         token_column: index of the token column.
-        label_column: index of the label column, or ``None`` for unlabeled files.
+        tag_column: index of the label column, or ``None`` for unlabeled files.
         num_columns: the number of columns every line must have; ``None`` takes the number
             on the first token line.
         labels: a fixed label vocabulary (labels outside it are an error); default: built
@@ -154,7 +154,7 @@ def read_columns(
             sequences.append(
                 Sequence(
                     tokens=tuple(tokens),
-                    labels=tuple(tags) if label_column is not None else None,
+                    labels=tuple(tags) if tag_column is not None else None,
                     features=tuple(feats),
                     line=start_line,
                     document=document,
@@ -187,26 +187,26 @@ def read_columns(
             expected = len(cols)
             if check_columns is not None:
                 check_columns(number, expected)
-            if label_column is not None and token_column % expected == label_column % expected:
+            if tag_column is not None and token_column % expected == tag_column % expected:
                 raise NoTagColumnError(
                     f"{path_s}:{number}: expected a token and a label column; got {expected} "
-                    f"column(s), where token_column={token_column} and label_column="
-                    f"{label_column} are the same column (is this file untagged?)"
+                    f"column(s), where token_column={token_column} and tag_column="
+                    f"{tag_column} are the same column (is this file untagged?)"
                 )
-            named = [("token_column", token_column), ("label_column", label_column)]
+            named = [("token_column", token_column), ("tag_column", tag_column)]
             named += [("feature_columns", c) for c in feature_columns or ()]
             for name, col in named:
                 if col is not None and not -expected <= col < expected:
-                    error = NoTagColumnError if name == "label_column" else ValueError
+                    error = NoTagColumnError if name == "tag_column" else ValueError
                     raise error(
                         f"{path_s}:{number}: {name}={col} is out of range for the {expected} "
                         f"column(s) of this line: {_short(line)}"
                     )
             for col in feature_columns or ():
-                if label_column is not None and col % expected == label_column % expected:
+                if tag_column is not None and col % expected == tag_column % expected:
                     raise ValueError(
                         f"{path_s}:{number}: feature_columns={col} is the label column "
-                        f"(label_column={label_column} of this line's {expected} columns): the "
+                        f"(tag_column={tag_column} of this line's {expected} columns): the "
                         "gold tags would be features; expected other columns"
                     )
         if len(cols) != expected:
@@ -225,7 +225,7 @@ def read_columns(
         if not token:
             raise ValueError(f"{path_s}:{number}: expected a non-empty token; got {_short(line)}")
         tok_i = token_column % expected
-        lab_i = None if label_column is None else label_column % expected
+        lab_i = None if tag_column is None else tag_column % expected
         if lab_i is not None:
             tag = cols[lab_i]
             if not tag:
@@ -255,7 +255,7 @@ def read_columns(
     flush()
 
     if vocab is None:
-        if label_column is None:
+        if tag_column is None:
             vocab = Vocabulary(())
         else:
             vocab = Vocabulary.build(
@@ -288,7 +288,7 @@ def read_conll(
     path: PathLike,
     *,
     token_column: int = 0,
-    label_column: Optional[int] = -1,
+    tag_column: Optional[int] = -1,
     num_columns: Optional[int] = None,
     labels: Union[Vocabulary, Seq[str], None] = None,
     tag_format: Literal["any", "bio"] = "bio",
@@ -302,7 +302,7 @@ def read_conll(
     Args:
         path: the file (``.gz`` transparently).
         token_column: index of the token column.
-        label_column: index of the label column (default: last), or ``None`` for unlabeled files.
+        tag_column: index of the label column (default: last), or ``None`` for unlabeled files.
         num_columns: the number of columns every line must have (default: as on the first line).
         labels: a fixed label vocabulary (e.g. :data:`CONLL2002_LABELS`); default: built from
             the file with ``O`` first and the rest sorted.
@@ -325,7 +325,7 @@ def read_conll(
         path,
         separator=None,
         token_column=token_column,
-        label_column=label_column,
+        tag_column=tag_column,
         num_columns=num_columns,
         labels=labels,
         tag_format=tag_format,
