@@ -275,7 +275,7 @@ def test_arff_module_errors_name_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=re.escape(f"{none}: every row's labels are '?'")):
         ArffDataModule(str(none), labels=3).setup()
     with pytest.raises(ValueError, match=re.escape("labels (--data.labels) must be the number")):
-        ArffDataModule(str(good))
+        ArffDataModule(str(good), labels=0)
     with pytest.raises(FileNotFoundError, match=re.escape("no such file: nope.arff (the train file, --data.train_file")):
         ArffDataModule("nope.arff", labels=3, data_dir=tmp_path).setup()
 
@@ -310,3 +310,29 @@ def test_readme_multilabel_commands(tmp_path: Path, capsys: pytest.CaptureFixtur
     f1 = float(re.search(r"micro_f1 (\d\.\d+)", capsys.readouterr().out).group(1))  # type: ignore[union-attr]
     assert f1 > 0.6
     assert len((tmp_path / "PREDICTIONS.tsv").read_text().splitlines()) == 41
+
+
+def test_meka_header_names_the_labels(tmp_path: Path) -> None:
+    """MEKA's '-C N' in the @relation name: the first N attributes are the labels (the last -N
+    for a negative N); ArffDataModule reads it when labels are left out."""
+    from structssl.data import ArffDataModule
+
+    first = tmp_path / "meka.arff"
+    first.write_text("@relation 'music: -C 2'\n@attribute happy {0,1}\n@attribute sad {0,1}\n"
+                     "@attribute f0 numeric\n@attribute f1 numeric\n@data\n1,0,0.5,2\n0,1,1.5,3\n?,?,1,1\n")
+    data = read_arff(first, label_location="meka", missing_labels=True)
+    assert data.label_names == ("happy", "sad") and data.feature_names == ("f0", "f1")
+    np.testing.assert_array_equal(data.Y, [[1, 0], [0, 1], [-1, -1]])
+    last = tmp_path / "last.arff"
+    last.write_text("@relation 'x -C -1'\n@attribute f0 numeric\n@attribute y {0,1}\n@data\n1,1\n")
+    assert read_arff(last, label_location="meka").label_names == ("y",)
+    dm = ArffDataModule(str(first))
+    dm.setup()
+    assert [len(dm.splits[k]) for k in ("labeled", "unlabeled")] == [2, 1]
+    assert dm.saved_format()["label_names"] == ["happy", "sad"]
+    plain = tmp_path / "plain.arff"
+    plain.write_text("@relation mine\n@attribute f0 numeric\n@attribute y {0,1}\n@data\n1,1\n")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{plain}: expected MEKA's label count '-C N' (N of the 2 attributes, the first N, or "
+            "the last -N) in the @relation name; got 'mine'")):
+        ArffDataModule(str(plain)).setup()

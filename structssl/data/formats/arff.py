@@ -29,6 +29,7 @@ ARFF format of Weka (Witten et al.).
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,7 +221,7 @@ def _diagnose(row: str, attributes: list[tuple[str, object]]) -> str:
 def read_arff(
     path: PathLike,
     labels: Union[PathLike, Seq[str], None] = None,
-    label_location: Literal["xml", "end"] = "xml",
+    label_location: Literal["xml", "end", "meka"] = "xml",
     num_labels: Optional[int] = None,
     missing_labels: bool = False,
 ) -> MultiLabelData:
@@ -231,7 +232,9 @@ def read_arff(
         labels: the label XML file, or the label attribute names; with ``None``,
             ``num_labels`` and ``label_location="end"`` say that the last ``num_labels``
             attributes are the labels.
-        label_location: ``"xml"`` (labels named by ``labels``) or ``"end"``.
+        label_location: ``"xml"`` (labels named by ``labels``), ``"end"``, or ``"meka"``:
+            MEKA's ``-C N`` in the ``@relation`` name (``@relation 'music: -C 6'``): the first
+            ``N`` attributes are the labels, or the last ``-N`` for a negative ``N``.
         num_labels: the number of trailing label attributes (only with ``"end"``).
         missing_labels: unlabeled rows allowed: label values may be ``?``, and label attributes
             named by ``labels`` may be absent from the file; both are read as -1 in Y, whose
@@ -245,8 +248,8 @@ def read_arff(
         ValueError: a malformed header or row (file and 1-based line named), a label attribute
             missing from the file or not binary.
     """
-    if label_location not in ("xml", "end"):
-        raise ValueError(f"label_location must be 'xml' or 'end'; got {label_location!r}")
+    if label_location not in ("xml", "end", "meka"):
+        raise ValueError(f"label_location must be 'xml', 'end' or 'meka'; got {label_location!r}")
     label_set: Optional[tuple[str, ...]] = None
     xml_name = ""
     if label_location == "xml":
@@ -257,7 +260,7 @@ def read_arff(
             xml_name = f" (from {labels})"
         else:
             label_set = tuple(labels)
-    elif num_labels is None or num_labels < 1:
+    elif label_location == "end" and (num_labels is None or num_labels < 1):
         raise ValueError(f"num_labels must be >= 1 with label_location='end'; got {num_labels}")
 
     lines = _Lines(path)
@@ -296,7 +299,17 @@ def read_arff(
         rows.append(values)
         row_lines.append(lines.number)
 
-    if label_location == "end":
+    if label_location == "meka":
+        relation = str(arff["relation"])
+        found = re.search(r"(?:^|\s|:)-C\s+(-?\d+)", relation)
+        count = int(found.group(1)) if found else 0
+        if not found or count == 0 or abs(count) >= len(names):
+            raise ValueError(
+                f"{path}: expected MEKA's label count '-C N' (N of the {len(names)} attributes, "
+                f"the first N, or the last -N) in the @relation name; got {relation!r}"
+            )
+        label_idx = list(range(count)) if count > 0 else list(range(len(names) + count, len(names)))
+    elif label_location == "end":
         assert num_labels is not None
         if num_labels >= len(names):
             raise ValueError(

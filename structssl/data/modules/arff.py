@@ -2,11 +2,12 @@
 
 :class:`ArffDataModule` reads Mulan / MEKA-style ARFF files (dense or sparse, ``.gz``
 allowed), with the label attributes given by ``labels``: the number of trailing attributes
-that are labels, their names, or a Mulan label XML file. The training file's rows whose labels
-are all ``?`` are unlabeled training examples, and so is every row of ``unlabeled_file`` (whose
-label attributes may be absent); rows with some labels known and others ``?`` are an error
-(file and line). Dev and test rows carry all their labels. Every file has the training file's
-feature attributes, in the same order.
+that are labels, their names, or a Mulan label XML file; left out, MEKA's ``-C N`` in the
+``@relation`` line says which. The training file's rows whose labels are all ``?`` are
+unlabeled training examples, and so is every row of ``unlabeled_file`` (whose label attributes
+may be absent); rows with some labels known and others ``?`` are an error (file and line).
+Dev and test rows carry all their labels. Every file has the training file's feature
+attributes, in the same order.
 
 Features are standardised with the mean and standard deviation of all training rows, labeled
 and unlabeled (``standardize=True``; constant features are only centred); the checkpoint keeps
@@ -42,8 +43,9 @@ class ArffDataModule(SemiSupervisedDataModule):
     Args:
         train_file: the training rows (labeled, and unlabeled where every label is ``?``).
         labels: which attributes are the 0/1 labels: the number of trailing attributes (an
-            int), their names (the label columns then follow the order given), or a Mulan label
-            XML file.
+            int), their names (the label columns then follow the order given), a Mulan label
+            XML file, or ``None``: MEKA's ``-C N`` in the training file's ``@relation`` name
+            (the first N attributes, or the last -N).
         unlabeled_file: more unlabeled rows (label attributes absent or ``?``).
         dev_file: rows with their labels that choose ``best.ckpt`` (dev micro-F1).
         test_file: rows with their labels, scored after training (``test_after_fit``).
@@ -74,12 +76,14 @@ class ArffDataModule(SemiSupervisedDataModule):
         if not isinstance(train_file, str) or not train_file:
             raise ValueError(f"train_file must name an ARFF file; got {train_file!r}")
         if isinstance(labels, bool) or not (
-            (isinstance(labels, int) and labels >= 1) or (isinstance(labels, str) and labels)
+            labels is None or (isinstance(labels, int) and labels >= 1)
+            or (isinstance(labels, str) and labels)
             or (isinstance(labels, list) and labels and all(isinstance(n, str) for n in labels))
         ):
             raise ValueError(
                 "labels (--data.labels) must be the number of trailing label attributes (an int "
-                f">= 1), the label attribute names, or a Mulan label XML file; got {labels!r}"
+                ">= 1), the label attribute names, a Mulan label XML file, or None (MEKA's "
+                f"'-C N' in the @relation name); got {labels!r}"
             )
         self.files = {"train": train_file, "unlabeled": unlabeled_file, "dev": dev_file, "test": test_file}
         self.labels = labels
@@ -95,6 +99,8 @@ class ArffDataModule(SemiSupervisedDataModule):
         path = split_file(name, split, _EXPECTED.format(split), self.data_dir)
         if label_names is not None:
             return read_arff(path, labels=list(label_names), missing_labels=True)
+        if self.labels is None:
+            return read_arff(path, label_location="meka", missing_labels=True)
         if isinstance(self.labels, int):
             return read_arff(path, label_location="end", num_labels=self.labels, missing_labels=True)
         if isinstance(self.labels, str) and Path(self.labels).suffix.lower() == ".xml":
