@@ -26,7 +26,14 @@ from typing import Any, Literal, Optional
 import torch
 from torch import Tensor, nn
 
-from structssl.scorers.base import LinearInputs, Scorer, _one_kind, adopt_input_size, check_init_std, init_
+from structssl.scorers.base import (
+    LinearInputs,
+    Scorer,
+    _one_kind,
+    adopt_input_size,
+    check_init_std,
+    init_,
+)
 from structssl.structures.base import positive_int
 from structssl.structures.multilabel import MultiLabelPotentials, PairwiseMultiLabel
 
