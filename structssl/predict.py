@@ -18,8 +18,10 @@ tags of the 2nd .. k-th best tag sequences (``-`` where a short sentence has few
 ``-DOCSTART-`` line of the input (a document boundary, CoNLL-2003 style) comes back at its place
 as ``-DOCSTART-<TAB>O`` (``-`` in the confidence and k-best columns) and a blank line, so that a
 well-formed input and its predictions have the same number of lines (``paste``, conlleval).
-The output is a file (UTF-8) or a text stream (``structssl predict --output -``: standard
-output). When the input file carries tags in the training layout (the training file's column
+A CoNLL-U input (for a model trained on CoNLL-U files) comes back as CoNLL-U instead, line
+for line, each word's tag column (UPOS, or the column trained on) holding its predicted tag,
+the confidence and k-best tags in MISC (``Confidence=0.9876|KBest=NOUN,VERB``). The output is a
+file (UTF-8) or a text stream (``structssl predict --output -``: standard output). When the input file carries tags in the training layout (the training file's column
 count; a CoNLL-U file for a CoNLL-U model) they are ignored for tagging, and the span F1 /
 token accuracy against them is reported; tags the model never saw count as errors (and are
 listed), and tags that cannot be read (e.g. another scheme) are named instead of a score. An
@@ -412,13 +414,20 @@ class Tagger:
         # a -DOCSTART- line: the token, "O", and "-" in the confidence and k-best columns
         docstart = "\t".join([DOCSTART, "O"] + ["-"] * (int(confidence) + kbest - 1)) + "\n\n"
         starts = [s.line for s in sentences]
+
+        def write(f: TextIO) -> None:
+            if reader.reads_conllu(input):  # CoNLL-U back, its tag column filled
+                self._write_conllu(f, predictions, sentences, input, reader)
+            else:
+                self._write(f, predictions, starts, docstarts, docstart)
+
         if isinstance(output, (str, os.PathLike)):
             path = Path(output)
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:
-                self._write(f, predictions, starts, docstarts, docstart)
+                write(f)
         else:  # a text stream (sys.stdout for `--output -`)
-            self._write(output, predictions, starts, docstarts, docstart)
+            write(output)
             output.flush()
         summary: dict[str, Any] = {
             "sentences": len(predictions),
@@ -454,6 +463,37 @@ class Tagger:
         while next_docstart is not None:
             f.write(docstart)
             next_docstart = next(pending, None)
+
+    @staticmethod
+    def _write_conllu(
+        f: TextIO, predictions: list[TaggedSentence], sentences: list[Sequence], path: Path,
+        reader: TaggingFormat,
+    ) -> None:
+        """A CoNLL-U input written back line for line (comments, multiword-token ranges and
+        empty nodes as they were), each word's tag column (UPOS, or the column the model was
+        trained on) holding its predicted tag; the confidence and the 2nd .. k-th best tags
+        go to MISC as ``Confidence=0.9876`` and ``KBest=NOUN,VERB`` (``_`` where a short
+        sentence has fewer)."""
+        from structssl.data.tagging import CONLLU_UPOS
+
+        column = CONLLU_UPOS if reader.tag_column == -1 else reader.tag_column
+        new: dict[int, tuple[str, list[str]]] = {}  # line number -> (tag, MISC additions)
+        for sent, pred in zip(sentences, predictions):
+            for t, tag in enumerate(pred.tags):
+                misc = [] if pred.confidence is None else [f"Confidence={pred.confidence[t]:.4f}"]
+                if pred.alternatives:
+                    misc.append("KBest=" + ",".join(alt[t] if alt is not None else "_"
+                                                    for alt in pred.alternatives))
+                new[sent.line_of(t)] = (tag, misc)
+        for number, line in iter_lines(path, reader.encoding):
+            if number in new:
+                cols = line.split("\t")
+                tag, misc = new[number]
+                cols[column] = tag
+                if misc:
+                    cols[9] = "|".join(([] if cols[9] == "_" else [cols[9]]) + misc)
+                line = "\t".join(cols)
+            f.write(line + "\n")
 
     @staticmethod
     def _gold(

@@ -4,6 +4,7 @@ the UPOS / XPOS columns, fit and predict through the README's commands."""
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from unittest import mock
 
@@ -127,13 +128,25 @@ def test_fit_and_predict_on_conllu_files(tmp_path: Path) -> None:
     ])
     tagger = Tagger.load(tmp_path / "run")
     assert tagger.format.layout == "conllu" and tagger.tags == ("ADJ", "DET", "NOUN", "PUNCT", "VERB")
-    for name in ("dev.conllu", "new.txt"):
-        main(["predict", "--model", str(tmp_path / "run"), "--input", str(tmp_path / name),
-              "--output", str(tmp_path / f"{name}.out")])
-        lines = (tmp_path / f"{name}.out").read_text(encoding="utf-8").split("\n\n")
-        got = [[row.split("\t") for row in block.split("\n") if row] for block in lines if block]
-        assert [[w for w, _ in s] for s in got] == [[w for w, _, _ in s] for s in dev]
-        assert [[t for _, t in s] for s in got] == [[t for _, t, _ in s] for s in dev]
+    main(["predict", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "new.txt"),
+          "--output", str(tmp_path / "new.txt.out")])
+    lines = (tmp_path / "new.txt.out").read_text(encoding="utf-8").split("\n\n")
+    got = [[row.split("\t") for row in block.split("\n") if row] for block in lines if block]
+    assert [[w for w, _ in s] for s in got] == [[w for w, _, _ in s] for s in dev]
+    assert [[t for _, t in s] for s in got] == [[t for _, t, _ in s] for s in dev]
+    # a CoNLL-U input comes back as CoNLL-U, line for line, UPOS predicted (here the gold one)
+    main(["predict", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "dev.conllu"),
+          "--output", str(tmp_path / "dev.out"), "--confidence", "true", "--kbest", "2"])
+    source = (tmp_path / "dev.conllu").read_text(encoding="utf-8").splitlines()
+    out = (tmp_path / "dev.out").read_text(encoding="utf-8").splitlines()
+    assert len(out) == len(source)
+    for a, b in zip(source, out):
+        if not a or a.startswith("#") or "-" in a.split("\t")[0] or "." in a.split("\t")[0]:
+            assert a == b  # comments, blank lines, multiword ranges, empty nodes as they were
+            continue
+        x, y = a.split("\t"), b.split("\t")
+        assert y[:9] == x[:9]  # the gold UPOS, predicted right
+        assert re.fullmatch(r"Confidence=\d\.\d{4}\|KBest=[A-Z_]+", y[9]), y[9]
 
 
 def test_data_module_takes_the_layout(tmp_path: Path) -> None:
