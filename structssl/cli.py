@@ -235,7 +235,8 @@ def _predict_multilabel(predictor: Any, cfg: Any, to_stdout: bool) -> int:
     summary = predictor.predict_file(cfg.input, sys.stdout if to_stdout else cfg.output,
                                      confidence=cfg.confidence,
                                      constraints=cfg.constraints is not False)
-    line = (f"labeled {summary['examples']} examples of {cfg.input} -> "
+    n = summary["examples"]
+    line = (f"labeled {n} example{'' if n == 1 else 's'} of {cfg.input} -> "
             f"{'standard output' if to_stdout else cfg.output}")
     if "micro_f1" in summary:
         line += f"; against the input's labels: micro_f1 {summary['micro_f1']:.4f}"

@@ -27,6 +27,7 @@ input carries its labels, the micro-F1 against them is reported.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Optional, TextIO, Union
 
@@ -37,6 +38,9 @@ from torch import Tensor
 from structssl.predict import PathLike, load_predictor
 
 __all__ = ["MultiLabelPredictor"]
+
+#: files of fewer rows get a warning when decoded as one corpus under the constraints
+SMALL_CORPUS = 50
 
 
 class MultiLabelPredictor:
@@ -53,6 +57,7 @@ class MultiLabelPredictor:
         self.model = model
         self.feature_names: tuple[str, ...] = tuple(data_format["feature_names"])
         self.label_names: tuple[str, ...] = tuple(data_format["label_names"])
+        self.one_hot = bool(data_format.get("one_hot", False))
         mean, std = data_format.get("mean"), data_format.get("std")
         self._mean = None if mean is None else torch.tensor(mean, dtype=torch.float64)
         self._std = None if std is None else torch.tensor(std, dtype=torch.float64)
@@ -150,9 +155,20 @@ class MultiLabelPredictor:
 
         input = Path(input)
         if not input.is_file():
-            raise FileNotFoundError(f"no such input file: {input}")
-        data = read_arff(input, labels=list(self.label_names), missing_labels=True)
+            what = "a directory, not a file" if input.is_dir() else "no such input file"
+            raise FileNotFoundError(f"{what}: {input}")
+        data = read_arff(input, labels=list(self.label_names), missing_labels=True, one_hot=self.one_hot)
         check_same_features(input, data.feature_names, self.feature_names, "the model's")
+        collective = constraints and getattr(self.model, "test_constraints", False) and (
+            getattr(self.model, "constraints", None) is not None)
+        if collective and len(data.X) < SMALL_CORPUS:
+            warnings.warn(
+                f"{input}: {len(data.X)} rows decoded as one corpus under the label rates of the "
+                "training data (the procedure's constraints): in so small a file the rates force "
+                "labels (a row alone gets the labels the rates leave); --constraints false / "
+                "constraints=False decodes each row by itself",
+                stacklevel=2,
+            )
         labels, probs = self.predict(data.X, confidence=confidence, constraints=constraints)
         header = list(self.label_names) + ([f"p({n})" for n in self.label_names] if confidence else [])
         lines = ["\t".join(header)]

@@ -137,7 +137,7 @@ def test_read_arff_header_and_label_errors(tmp_path: Path) -> None:
     with pytest.raises(
         ValueError,
         match=re.escape(
-            f"{nominal_label}: expected label attribute 'A' to be {{0,1}}; got {{a,b}}"
+            f"{nominal_label}:3: expected label attribute 'A' to be {{0,1}}; got {{a,b}}"
         ),
     ):
         read_arff(nominal_label, labels=("A",))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -30,6 +31,8 @@ pytestmark = [
     pytest.mark.filterwarnings(
         r"ignore:.*isinstance\(treespec, LeafSpec\)` is deprecated.*:FutureWarning"
     ),
+    # small prediction files here, decoded as one corpus (test_no_dev_... checks the warning)
+    pytest.mark.filterwarnings(r"ignore:.*rows decoded as one corpus under the label rates"),
 ]
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "multilabel_composite_emotions.yaml"
@@ -183,12 +186,16 @@ def test_read_arff_missing_labels(tmp_path: Path) -> None:
     head = "@relation r\n@attribute a numeric\n@attribute B {0,1}\n@attribute A numeric\n@data\n"
     path = tmp_path / "m.arff"
     path.write_text(head + "1.5,?,1\n2,1,?\n")
-    data = read_arff(path, labels=("A", "B", "C"), missing_labels=True)
-    assert data.label_names == ("A", "B", "C")
+    data = read_arff(path, labels=("A", "B"), missing_labels=True)
+    assert data.label_names == ("A", "B")
     np.testing.assert_array_equal(data.X, [[1.5], [2.0]])
-    np.testing.assert_array_equal(data.Y, [[1, -1, -1], [-1, 1, -1]])
+    np.testing.assert_array_equal(data.Y, [[1, -1], [-1, 1]])
+    # a file holds every label attribute or none
     with pytest.raises(ValueError, match=re.escape(f"{path}: expected label attributes ['C']; not found")):
-        read_arff(path, labels=("A", "B", "C"))
+        read_arff(path, labels=("A", "B", "C"), missing_labels=True)
+    none = tmp_path / "none.arff"
+    none.write_text("@relation r\n@attribute a numeric\n@data\n1\n")
+    np.testing.assert_array_equal(read_arff(none, labels=("A", "B"), missing_labels=True).Y, [[-1, -1]])
     with pytest.raises(ValueError, match=re.escape(f"{path}:6: missing value '?' for attribute 'B'")):
         read_arff(path, labels=("A", "B"))
     bad = tmp_path / "bad.arff"
@@ -272,7 +279,7 @@ def test_arff_module_errors_name_file_and_line(tmp_path: Path) -> None:
             f"{other}: expected the training file's 4 feature attributes, in order; the file has 3")):
         ArffDataModule(str(good), labels=3, test_file=str(other)).setup()
     none = _arff(tmp_path / "n.arff", x)
-    with pytest.raises(ValueError, match=re.escape(f"{none}: every row's labels are '?'")):
+    with pytest.raises(ValueError, match=re.escape(f"{none}: no row has its labels (every label '?'")):
         ArffDataModule(str(none), labels=3).setup()
     with pytest.raises(ValueError, match=re.escape("labels (--data.labels) must be the number")):
         ArffDataModule(str(good), labels=0)
@@ -336,3 +343,91 @@ def test_meka_header_names_the_labels(tmp_path: Path) -> None:
             f"{plain}: expected MEKA's label count '-C N' (N of the 2 attributes, the first N, or "
             "the last -N) in the @relation name; got 'mine'")):
         ArffDataModule(str(plain)).setup()
+
+
+# ---------------------------------------------------------------------- user test round 6
+def test_nominal_features_are_one_hot_by_value(tmp_path: Path) -> None:
+    """A nominal feature becomes one 0/1 column per value, the values sorted: a file listing
+    them in another order reads alike (it was the value's position in the header's list, so
+    the same rows read differently, silently)."""
+    head = "@relation r\n@attribute f numeric\n@attribute color {{{}}}\n@attribute y {{0,1}}\n@data\n"
+    rows = "1.5,red,1\n2,blue,0\n0,green,1\n"
+    a = tmp_path / "a.arff"
+    a.write_text(head.format("red,green,blue") + rows)
+    b = tmp_path / "b.arff"
+    b.write_text(head.format("blue,green,red") + rows)
+    da = read_arff(a, label_location="end", num_labels=1, one_hot=True)
+    db = read_arff(b, label_location="end", num_labels=1, one_hot=True)
+    assert da.feature_names == db.feature_names == ("f", "color=blue", "color=green", "color=red")
+    assert da.one_hot == ("color",)
+    np.testing.assert_array_equal(da.X, [[1.5, 0, 0, 1], [2, 1, 0, 0], [0, 0, 1, 0]])
+    np.testing.assert_array_equal(da.X, db.X)
+    # without one_hot: the position in the header's list (so a and b differ)
+    assert read_arff(a, label_location="end", num_labels=1).X[0, 1] == 0.0
+    assert read_arff(b, label_location="end", num_labels=1).X[0, 1] == 2.0
+
+
+def test_arff_messages_of_round_6(tmp_path: Path) -> None:
+    from structssl.data import ArffDataModule
+
+    x, y = _data(6, 8)
+    good = _arff(tmp_path / "g.arff", x, y)
+    with pytest.raises(ValueError, match=re.escape(
+            f"{good}: expected label attributes ['politic']; not found (a file holds all the label "
+            "attributes or none; this one has ['sports'])")):
+        ArffDataModule(str(good), labels=["sports", "politic"]).setup()
+    with pytest.raises(ValueError, match=re.escape(
+            f"{good}: no row has its labels (every label '?', or no attribute named ['foo', 'bar'])")):
+        ArffDataModule(str(good), labels=["foo", "bar"]).setup()
+    with pytest.raises(ValueError, match=re.escape(
+            f"{good}: 20 trailing label attributes asked for (labels=, --data.labels); the file has "
+            "7 attributes, features included")):
+        ArffDataModule(str(good), labels=20).setup()
+    meka = tmp_path / "m.arff"
+    meka.write_text("@relation 'x: -C 1'\n@attribute y {0,1}\n@attribute f numeric\n@data\n1,0.25\n")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{meka}:5: expected 0 or 1 for label 'f'; got 0.25 (the @relation line declares MEKA's "
+            "'-C 1': leave the labels out to read the labels it names)")):
+        ArffDataModule(str(meka), labels=1).setup()
+    yesno = tmp_path / "yn.arff"
+    yesno.write_text("@relation r\n@attribute f numeric\n@attribute y {yes,no}\n@data\n1,yes\n")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{yesno}:3: expected label attribute 'y' to be {{0,1}}; got {{yes,no}}")):
+        ArffDataModule(str(yesno), labels=1).setup()
+    extra = _arff(tmp_path / "e.arff", np.concatenate([x, x[:, :1]], 1), y)
+    with pytest.raises(ValueError, match=re.escape("the file has 5 feature attributes, the training "
+                                                   "file's 4: 'f4' is extra")):
+        ArffDataModule(str(good), labels=3, dev_file=str(extra)).setup()
+
+
+def test_constant_labels_warn_and_unlabeled_hint(tmp_path: Path) -> None:
+    from structssl.data import ArffDataModule
+
+    x, y = _data(8, 9)
+    y[:, 2] = 0
+    path = _arff(tmp_path / "c.arff", x, y)
+    with pytest.warns(UserWarning, match=re.escape("label(s) 'rare' (never) set: the model learns nothing")):
+        ArffDataModule(str(path), labels=3).setup()
+    assert "--data.unlabeled_file" in ArffDataModule.unlabeled_hint
+
+
+def test_no_dev_checks_less_often_still_checkpoints(tmp_path: Path) -> None:
+    """configs/multilabel.yaml checks the dev set every 5 epochs: without a dev file, best.ckpt
+    and last.ckpt are still written every epoch (they were never written: Lightning saves at the
+    end of validation when validation is not every epoch, and it never ran)."""
+    x, y = _data(50, 10)
+    train = tmp_path / "t.arff"
+    text = _arff(train, x[:40], y[:40]).read_text()
+    q = _arff(tmp_path / "q.arff", x[40:]).read_text()
+    train.write_text(text + q[q.index("@data") + 6:])  # 10 unlabeled rows
+    run = tmp_path / "run"
+    _main(["fit", "--config", str(OWN), "--data.train_file", str(train), "--data.labels", "3",
+           "--trainer.max_epochs", "2", "--trainer.enable_progress_bar", "false",
+           "--trainer.default_root_dir", str(run)])
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+    # a small file decoded as one corpus under the constraints warns
+    small = _arff(tmp_path / "s.arff", x[:5], y[:5])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        MultiLabelPredictor.load(run).predict_file(small, tmp_path / "s.tsv")
+    assert any("5 rows decoded as one corpus under the label rates" in str(w.message) for w in caught)

@@ -40,9 +40,11 @@ class LastCheckpoint(ModelCheckpoint):
     """
 
     def __init__(self, dirpath: Union[str, Path]) -> None:
+        # after every training epoch, also where the dev set is checked less often
+        # (check_val_every_n_epoch) or not at all
         super().__init__(
             dirpath=dirpath, filename=LAST, monitor=None, save_top_k=1,
-            enable_version_counter=False,
+            enable_version_counter=False, save_on_train_epoch_end=True,
         )
 
 
@@ -71,8 +73,10 @@ class BestCheckpoint(ModelCheckpoint):
         transductive = bool(getattr(dm, "dev_from_unlabeled", False))
         if splits and splits.get("dev") and callable(monitor) and not transductive:
             self.monitor = monitor()
-        else:  # no dev metric to select on: the last epoch's model
+        else:  # no dev metric to select on: the last epoch's model, after every epoch (at
+            # the end of validation, which may never run, it would not be written)
             self.monitor = None
+            self._save_on_train_epoch_end = True
         super().setup(trainer, pl_module, stage)
 
 

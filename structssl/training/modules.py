@@ -733,11 +733,10 @@ class StructuredModule(pl.LightningModule):
         if stage == "fit" and self.learns_from_unlabeled and getattr(dm, "num_unlabeled_examples", None) == 0:
             from pytorch_lightning.utilities.rank_zero import rank_zero_warn
 
+            hint = getattr(dm, "unlabeled_hint", None)
             rank_zero_warn(
                 f"{type(self).__name__} is a semi-supervised procedure, but the data has no "
-                "unlabeled examples: it trains on the labeled ones alone (CoNLL files: give "
-                "untagged sentences with --data.unlabeled_file FILE, or keep part of the "
-                "training file untagged with --data.num_labeled N)"
+                f"unlabeled examples: it trains on the labeled ones alone{f' ({hint})' if hint else ''}"
             )
         batch_size = getattr(dm, "batch_size", None)
         if stage == "fit" and self.optimizer_name == "lbfgs" and batch_size is not None:

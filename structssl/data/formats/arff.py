@@ -70,6 +70,7 @@ class MultiLabelData:
         label_names: the K label attribute names, in column order.
         relation: the ARFF ``@relation`` name.
         lines: the 1-based line number of each row in its file (``()`` where not read from one).
+        one_hot: the nominal attributes read as one 0/1 column per value (``read_arff(one_hot=True)``).
     """
 
     X: np.ndarray
@@ -78,6 +79,7 @@ class MultiLabelData:
     label_names: tuple[str, ...]
     relation: str = ""
     lines: tuple[int, ...] = ()
+    one_hot: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(self.X.shape[0])
@@ -224,6 +226,7 @@ def read_arff(
     label_location: Literal["xml", "end", "meka"] = "xml",
     num_labels: Optional[int] = None,
     missing_labels: bool = False,
+    one_hot: bool = False,
 ) -> MultiLabelData:
     """Read a (Mulan) ARFF file, dense or sparse, with liac-arff.
 
@@ -238,7 +241,12 @@ def read_arff(
         num_labels: the number of trailing label attributes (only with ``"end"``).
         missing_labels: unlabeled rows allowed: label values may be ``?``, and label attributes
             named by ``labels`` may be absent from the file; both are read as -1 in Y, whose
-            columns then follow the order of ``labels`` (of every label it names).
+            columns then follow the order of ``labels`` (of every label it names). A file holds
+            all the label attributes or none of them.
+        one_hot: a nominal feature attribute (other than ``{0,1}``) becomes one 0/1 column per
+            value, named ``attribute=value``, the values sorted (so that files listing them in
+            another order read alike); without it, the 0-based position of its value in the
+            header's list.
 
     Returns:
         A :class:`MultiLabelData` with X (n, d) float64 and Y (n, K) int64 (-1: unknown, with
@@ -313,14 +321,18 @@ def read_arff(
         assert num_labels is not None
         if num_labels >= len(names):
             raise ValueError(
-                f"num_labels must be < the {len(names)} attributes of {path}; got {num_labels}"
+                f"{path}: {num_labels} trailing label attributes asked for (labels=, "
+                f"--data.labels); the file has {len(names)} attributes, features included"
             )
         label_idx = list(range(len(names) - num_labels, len(names)))
     else:
         assert label_set is not None
         missing = [n for n in label_set if n not in names]
-        if missing and not missing_labels:
-            raise ValueError(f"{path}: expected label attributes {missing}{xml_name}; not found")
+        if missing and (not missing_labels or len(missing) < len(label_set)):
+            some = ("" if not missing_labels else
+                    f" (a file holds all the label attributes or none; this one has "
+                    f"{[n for n in label_set if n in names]})")
+            raise ValueError(f"{path}: expected label attributes {missing}{xml_name}; not found{some}")
         wanted = set(label_set)
         label_idx = [i for i, n in enumerate(names) if n in wanted]
 
@@ -341,18 +353,21 @@ def read_arff(
 
     feature_idx = [i for i in range(len(names)) if i not in set(label_idx)]
     Y = data[:, label_idx]
+    meka = re.search(r"(?:^|\s|:)-C\s+(-?\d+)", str(arff["relation"]))
+    hint = (f" (the @relation line declares MEKA's '-C {meka.group(1)}': leave the labels out "
+            "to read the labels it names)" if meka and label_location != "meka" else "")
     for j, i in enumerate(label_idx):
         kind = attributes[i][1]
         if isinstance(kind, list) and sorted(kind) != ["0", "1"]:
             raise ValueError(
-                f"{path}: expected label attribute {names[i]!r} to be {{0,1}}; "
-                f"got {{{','.join(kind)}}}"
+                f"{path}:{lines.attribute_lines[i]}: expected label attribute {names[i]!r} to be "
+                f"{{0,1}}; got {{{','.join(kind)}}}{hint}"
             )
         bad = ~(np.isin(Y[:, j], (0.0, 1.0)) | (np.isnan(Y[:, j]) if missing_labels else False))
         if bad.any():
             k = int(bad.argmax())
             raise ValueError(
-                f"{path}:{row_lines[k]}: expected 0 or 1 for label {names[i]!r}; got {Y[k, j]:g}"
+                f"{path}:{row_lines[k]}: expected 0 or 1 for label {names[i]!r}; got {Y[k, j]:g}{hint}"
             )
     Y = np.where(np.isnan(Y), -1.0, Y)  # '?' labels (missing_labels): unknown
     label_names = tuple(names[i] for i in label_idx)
@@ -360,13 +375,25 @@ def read_arff(
         Y = np.stack([Y[:, label_names.index(n)] if n in label_names else np.full(len(rows), -1.0)
                       for n in label_set], axis=1) if label_set else Y
         label_names = tuple(label_set)
+    columns, feature_names, expanded = [], [], []
+    for i in feature_idx:
+        kind = attributes[i][1]
+        if one_hot and isinstance(kind, list) and sorted(kind) != ["0", "1"]:
+            expanded.append(names[i])
+            for value in sorted(kind):  # data holds the value's position in the header's list
+                columns.append((data[:, i] == kind.index(value)).astype(np.float64))
+                feature_names.append(f"{names[i]}={value}")
+        else:
+            columns.append(data[:, i])
+            feature_names.append(names[i])
     return MultiLabelData(
-        X=np.ascontiguousarray(data[:, feature_idx], dtype=np.float64),
+        X=np.ascontiguousarray(np.stack(columns, 1) if columns else np.zeros((len(rows), 0))),
         Y=Y.astype(np.int64),
-        feature_names=tuple(names[i] for i in feature_idx),
+        feature_names=tuple(feature_names),
         label_names=label_names,
         relation=str(arff["relation"]),
         lines=tuple(row_lines),
+        one_hot=tuple(expanded),
     )
 
 
@@ -381,9 +408,12 @@ def check_same_features(path: PathLike, names: Seq[str], expected: Seq[str], wha
     if names == expected:
         return
     i = next((i for i, (a, b) in enumerate(zip(names, expected)) if a != b), min(len(names), len(expected)))
-    got = (f"feature attribute {i + 1} is {names[i]!r}, {what} is {expected[i]!r}"
-           if i < min(len(names), len(expected))
-           else f"the file has {len(names)} feature attributes, {what} {len(expected)}")
+    if i < min(len(names), len(expected)):
+        got = f"feature attribute {i + 1} is {names[i]!r}, {what} is {expected[i]!r}"
+    elif len(names) > len(expected):
+        got = f"the file has {len(names)} feature attributes, {what} {len(expected)}: {names[i]!r} is extra"
+    else:
+        got = f"the file has {len(names)} feature attributes, {what} {len(expected)}: {expected[i]!r} is missing"
     raise ValueError(f"{path}: expected {what} {len(expected)} feature attributes, in order; {got}")
 
 

@@ -59,6 +59,9 @@ class ArffDataModule(SemiSupervisedDataModule):
 
     #: fixed-size examples: ``inputs`` (B, D), ``labels`` (B, K); no padding, no ``lengths``
     collate = staticmethod(stack_collate)
+    #: how to give a semi-supervised procedure unlabeled examples (its warning without any)
+    unlabeled_hint = ("give rows without labels with --data.unlabeled_file FILE, or rows of the "
+                      "training file whose labels are all '?'")
 
     def __init__(
         self,
@@ -98,16 +101,16 @@ class ArffDataModule(SemiSupervisedDataModule):
         assert name is not None
         path = split_file(name, split, _EXPECTED.format(split), self.data_dir)
         if label_names is not None:
-            return read_arff(path, labels=list(label_names), missing_labels=True)
+            return read_arff(path, labels=list(label_names), missing_labels=True, one_hot=True)
         if self.labels is None:
-            return read_arff(path, label_location="meka", missing_labels=True)
+            return read_arff(path, label_location="meka", missing_labels=True, one_hot=True)
         if isinstance(self.labels, int):
-            return read_arff(path, label_location="end", num_labels=self.labels, missing_labels=True)
+            return read_arff(path, label_location="end", num_labels=self.labels, missing_labels=True, one_hot=True)
         if isinstance(self.labels, str) and Path(self.labels).suffix.lower() == ".xml":
             xml = split_file(self.labels, "labels", "a Mulan label XML file", self.data_dir)
-            return read_arff(path, labels=xml, missing_labels=True)
+            return read_arff(path, labels=xml, missing_labels=True, one_hot=True)
         labels = [self.labels] if isinstance(self.labels, str) else list(self.labels)
-        return read_arff(path, labels=labels, missing_labels=True)
+        return read_arff(path, labels=labels, missing_labels=True, one_hot=True)
 
     def build(self) -> dict[str, list[Example]]:
         train = self._read("train")
@@ -124,7 +127,8 @@ class ArffDataModule(SemiSupervisedDataModule):
         labeled = known.all(1)
         if not labeled.any():
             raise ValueError(
-                f"{path}: every row's labels are '?'; expected labeled rows (0/1 labels) to train on"
+                f"{path}: no row has its labels (every label '?', or no attribute named "
+                f"{list(train.label_names)}); expected labeled rows (0/1 labels) to train on"
             )
         names = (train.feature_names, train.label_names)
         self.num_labels = len(train.label_names)
@@ -158,7 +162,7 @@ class ArffDataModule(SemiSupervisedDataModule):
         mean = std = None
         if self.standardize:
             mean, std = feature_statistics(x_train)
-        self._format = multilabel_format(*names, mean, std)
+        self._format = multilabel_format(*names, mean, std, one_hot=True)
 
         def inputs(x: np.ndarray) -> Tensor:
             t = torch.as_tensor(x, dtype=torch.float64)
@@ -168,17 +172,30 @@ class ArffDataModule(SemiSupervisedDataModule):
             x, y = (data.X, data.Y) if keep is None else (data.X[keep], data.Y[keep])
             return [{"inputs": xi, "labels": yi} for xi, yi in zip(inputs(x), torch.as_tensor(y))]
 
-        from pytorch_lightning.utilities.rank_zero import rank_zero_info
+        from pytorch_lightning.utilities.rank_zero import rank_zero_info, rank_zero_warn
 
         from_file = len(unlabeled_x[1]) if len(unlabeled_x) > 1 else 0
         label_list = ", ".join(train.label_names[:12]) + (" ..." if self.num_labels > 12 else "")
+        notes = (["standardised"] if self.standardize else []) + (
+            [f"the nominal {', '.join(repr(a) for a in train.one_hot)} one column per value"]
+            if train.one_hot else [])
+        note = f" ({', '.join(notes)})" if notes else ""
         rank_zero_info(
             f"{path}: {int(labeled.sum())} labeled rows, {int((~labeled).sum())} unlabeled ('?' "
             f"labels){f' + {from_file} of ' + str(self.files['unlabeled']) if self.files['unlabeled'] else ''}"
-            f"; {len(names[0])} features{' (standardised)' if self.standardize else ''}, "
+            f"; {len(names[0])} features{note}, "
             f"{self.num_labels} labels: {label_list}"
             + "".join(f"; {len(d)} {k} rows" for k, d in evaluation.items())
         )
+        rates = train.Y[labeled].mean(0)
+        constant = [f"{n!r} ({'never' if r == 0 else 'always'})"
+                    for n, r in zip(train.label_names, rates) if r in (0.0, 1.0)]
+        if constant:
+            rank_zero_warn(
+                f"{path}: in every labeled row, label(s) {', '.join(constant)} set: the model "
+                "learns nothing else for them (and the constraints keep their rate); label more "
+                "rows with other values"
+            )
         return {
             "labeled": rows(train, labeled),
             "unlabeled": [{"inputs": xi} for xi in inputs(np.concatenate(unlabeled_x))],

@@ -204,6 +204,10 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         )
         self.two_view = self.format.two_view
 
+    #: how to give a semi-supervised procedure unlabeled examples (its warning without any)
+    unlabeled_hint = ("give untagged sentences with --data.unlabeled_file FILE, or keep part of "
+                      "the training file untagged with --data.num_labeled N")
+
     # ------------------------------------------------------------------ sizes
     @property
     def tags(self) -> tuple[str, ...]:

@@ -106,18 +106,20 @@ def feature_statistics(x: Tensor) -> tuple[Tensor, Tensor]:
 
 def multilabel_format(
     feature_names: tuple[str, ...], label_names: tuple[str, ...], mean: Optional[Tensor],
-    std: Optional[Tensor],
+    std: Optional[Tensor], one_hot: bool = False,
 ) -> dict[str, Any]:
     """A multi-label data module's ``saved_format()``: what prediction needs, as plain data kept
     in checkpoints (``structssl predict``,
     :class:`~structssl.predict_multilabel.MultiLabelPredictor`): the feature and label
-    attribute names, and the standardisation statistics (``None``: not standardised)."""
+    attribute names, the standardisation statistics (``None``: not standardised), and whether
+    nominal features are read one-hot (``read_arff(one_hot=True)``)."""
     return {
         "kind": "multilabel",
         "feature_names": list(feature_names),
         "label_names": list(label_names),
         "mean": None if mean is None else mean.tolist(),
         "std": None if std is None else std.tolist(),
+        "one_hot": bool(one_hot),
     }
 
 
