@@ -239,7 +239,8 @@ def _predict_multilabel(predictor: Any, cfg: Any, to_stdout: bool) -> int:
     line = (f"labeled {n} example{'' if n == 1 else 's'} of {cfg.input} -> "
             f"{'standard output' if to_stdout else cfg.output}")
     if "micro_f1" in summary:
-        line += f"; against the input's labels: micro_f1 {summary['micro_f1']:.4f}"
+        rows = f" ({summary['scored']} of the {n} rows carry them)" if "scored" in summary else ""
+        line += f"; against the input's labels{rows}: micro_f1 {summary['micro_f1']:.4f}"
     print(line, file=sys.stderr if to_stdout else sys.stdout)
     return 0
 

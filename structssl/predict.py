@@ -113,6 +113,21 @@ def _has_tag_column(reader: TaggingFormat, path: Path) -> bool:
     return _first_column_count(reader, path) == reader.num_columns
 
 
+def _conllu_unannotated(reader: TaggingFormat, path: Path) -> Optional[str]:
+    """Whether the words of a CoNLL-U file have ``_`` (not annotated) in the model's tag column:
+    ``"all"`` (a file to tag), ``"some"``, or ``None``."""
+    from structssl.data.tagging import CONLLU_UPOS
+
+    column = CONLLU_UPOS if reader.tag_column == -1 else reader.tag_column
+    blank = words = 0
+    for _, line in iter_lines(path, reader.encoding):
+        cols = line.split("\t")
+        if len(cols) == 10 and cols[0].isdigit():  # a word (not a range, empty node or comment)
+            words += 1
+            blank += cols[column] == "_"
+    return None if blank == 0 else "all" if blank == words else "some"
+
+
 def _docstart_lines(reader: TaggingFormat, path: Path) -> list[int]:
     """The 1-based numbers of the ``-DOCSTART-`` lines the reader takes as document boundaries
     (a first column ``-DOCSTART-``; none in a file read as CoNLL-U, whose reader skips them)."""
@@ -509,6 +524,12 @@ class Tagger:
 
         if not _has_tag_column(reader, path):
             return None, None  # untagged input: nothing to score against
+        if reader.reads_conllu(path):
+            blank = _conllu_unannotated(reader, path)
+            if blank == "all":
+                return None, None  # a CoNLL-U file to tag: its tag column is '_'
+            if blank == "some":
+                return None, "some words have '_' (not annotated) in the tag column"
         try:
             return reader.read_labeled(path, unknown_tags=True, keep_tags=True), None
         except NoTagColumnError:

@@ -142,8 +142,8 @@ class MultiLabelPredictor:
             constraints: see :meth:`predict`.
 
         Returns:
-            ``{"examples": n}``, plus ``micro_f1`` against the input's labels when every row
-            carries them.
+            ``{"examples": n}``, plus ``micro_f1`` against the labels of the rows that carry
+            them all, and ``scored``, their count, when other rows do not.
 
         Raises:
             FileNotFoundError: ``input`` does not exist.
@@ -187,8 +187,11 @@ class MultiLabelPredictor:
             output.flush()
         summary: dict[str, Any] = {"examples": len(labels)}
         gold = torch.as_tensor(data.Y)
-        if len(gold) and bool((gold >= 0).all()):
+        known = (gold >= 0).all(1) if len(gold) else torch.zeros(0, dtype=torch.bool)
+        if bool(known.any()):  # the rows that carry their labels
             metric = MicroF1()
-            metric.update(labels, gold)
+            metric.update(labels[known], gold[known])
             summary["micro_f1"] = float(metric.compute())
+            if not bool(known.all()):
+                summary["scored"] = int(known.sum())
         return summary

@@ -157,3 +157,38 @@ def test_data_module_takes_the_layout(tmp_path: Path) -> None:
     dm.setup()
     assert dm.tags == ("ad", "de", "fp", "no", "ve")
     assert dm.saved_format()["layout"] == "conllu"
+
+
+def test_a_conllu_file_with_blank_tags_is_tagged_not_refused(tmp_path: Path) -> None:
+    """UPOS '_' (not annotated) is the usual file to tag: it was refused as "no tags of the
+    model"; partly '_' is tagged, not scored (user test round 7)."""
+    rng = random.Random(2)
+    _write_conllu(tmp_path / "train.conllu", [_sentence(rng) for _ in range(30)])
+    dev = [_sentence(rng) for _ in range(4)]
+    _write_conllu(tmp_path / "dev.conllu", dev)
+    main(["fit", f"--config={CONFIG}", f"--data.train_file={tmp_path / 'train.conllu'}",
+          f"--trainer.default_root_dir={tmp_path / 'run'}", "--trainer.max_epochs=1",
+          "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"])
+    lines = (tmp_path / "dev.conllu").read_text(encoding="utf-8").splitlines()
+
+    def blanked(keep: int) -> list[str]:
+        out, n = [], 0
+        for line in lines:
+            cols = line.split("\t")
+            if len(cols) == 10 and cols[0].isdigit():
+                n += 1
+                if n > keep:
+                    cols[3] = "_"
+            out.append("\t".join(cols))
+        return out
+
+    tagger = Tagger.load(tmp_path / "run")
+    for name, keep, expected in (("blank", 0, {}), ("part", 5, {"not_scored": "some words"})):
+        path = tmp_path / f"{name}.conllu"
+        path.write_text("\n".join(blanked(keep)) + "\n", encoding="utf-8")
+        summary = tagger.tag_file(path, tmp_path / f"{name}.out")
+        assert "token_accuracy" not in summary
+        assert all(str(summary.get(k, "")).startswith(v) for k, v in expected.items()), summary
+        out = (tmp_path / f"{name}.out").read_text(encoding="utf-8").splitlines()
+        assert len(out) == len(lines) and all(
+            c.split("\t")[3] != "_" for c in out if len(c.split("\t")) == 10 and c.split("\t")[0].isdigit())

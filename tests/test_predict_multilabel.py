@@ -431,3 +431,19 @@ def test_no_dev_checks_less_often_still_checkpoints(tmp_path: Path) -> None:
         warnings.simplefilter("always")
         MultiLabelPredictor.load(run).predict_file(small, tmp_path / "s.tsv")
     assert any("5 rows decoded as one corpus under the label rates" in str(w.message) for w in caught)
+
+
+def test_rows_with_labels_are_scored_among_others(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """A file of labeled rows and '?' rows is scored on the labeled ones, and says how many
+    (the score was dropped, silently: user test round 7)."""
+    run, _ = trained
+    x, y = _data(60, 11)
+    mixed = tmp_path / "mixed.arff"
+    text = _arff(mixed, x[:50], y[:50]).read_text()
+    q = _arff(tmp_path / "q.arff", x[50:]).read_text()
+    mixed.write_text(text + q[q.index("@data") + 6:])
+    predictor = MultiLabelPredictor.load(run)
+    summary = predictor.predict_file(mixed, tmp_path / "m.tsv", constraints=False)
+    only = predictor.predict_file(_arff(tmp_path / "l.arff", x[:50], y[:50]), tmp_path / "l.tsv",
+                                  constraints=False)
+    assert summary == {"examples": 60, "micro_f1": only["micro_f1"], "scored": 50}
