@@ -42,7 +42,7 @@ from structssl.scorers.base import (
     check_lengths,
     init_,
 )
-from structssl.structures.base import positive_int
+from structssl.structures.base import adopt_num_labels, positive_int
 from structssl.structures.linear_chain import ChainPotentials, LinearChain
 
 __all__ = ["ChainHead", "LinearChainScorer"]
@@ -195,14 +195,7 @@ class LinearChainScorer(Scorer):
                 gives no input size where none was given.
         """
         o = self._options
-        given = sizes.get("num_labels")
-        if given is not None:
-            if self.num_labels and self.num_labels != given:
-                raise ValueError(
-                    f"LinearChainScorer num_labels = {self.num_labels} does not match the data's "
-                    f"num_labels = {given} (leave num_labels out to take it from the data)"
-                )
-            self.num_labels = positive_int(given, "num_labels")
+        self.num_labels = adopt_num_labels(self.num_labels, sizes, "LinearChainScorer")
         mine = adopt_input_size(o, sizes, "LinearChainScorer")
         if self.emission is None:
             if not self.num_labels or not mine:

@@ -34,7 +34,7 @@ from structssl.scorers.base import (
     check_init_std,
     init_,
 )
-from structssl.structures.base import positive_int
+from structssl.structures.base import adopt_num_labels, positive_int
 from structssl.structures.multilabel import MultiLabelPotentials, PairwiseMultiLabel
 
 __all__ = ["MultiLabelScorer", "PAIRWISE_KINDS"]
@@ -121,14 +121,7 @@ class MultiLabelScorer(Scorer):
             ValueError: a size given to the constructor differs from the data's, or the data
                 gives no input size where none was given.
         """
-        given = sizes.get("num_labels")
-        if given is not None:
-            if self.num_labels and self.num_labels != given:
-                raise ValueError(
-                    f"MultiLabelScorer num_labels = {self.num_labels} does not match the data's "
-                    f"num_labels = {given} (leave num_labels out to take it from the data)"
-                )
-            self.num_labels = positive_int(given, "num_labels")
+        self.num_labels = adopt_num_labels(self.num_labels, sizes, "MultiLabelScorer")
         mine = adopt_input_size(self._options, sizes, "MultiLabelScorer")
         if self.node is None:
             if not self.num_labels or not mine:

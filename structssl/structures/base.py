@@ -93,6 +93,24 @@ def positive_int(value: int, name: str) -> int:
     return value
 
 
+def adopt_num_labels(current: int, sizes: dict, owner: str) -> int:
+    """The ``num_labels`` a structure or scorer keeps from the data's ``sizes`` (its
+    ``resolve_sizes``): the data's when it gives one, else ``current`` (0: not set).
+
+    Raises:
+        ValueError: ``current`` was given and differs from the data's.
+    """
+    given = sizes.get("num_labels")
+    if given is None:
+        return current
+    if current and current != given:
+        raise ValueError(
+            f"{owner} num_labels = {current} does not match the data's num_labels = {given} "
+            "(leave num_labels out to take it from the data)"
+        )
+    return positive_int(given, "num_labels")
+
+
 def resolve_sizes(sizes: dict, *parts: object) -> None:
     """Let each part (a structure, a scorer) that defines ``resolve_sizes`` take the sizes the
     data gives (a data module's ``model_sizes()``) that its configuration left out."""

@@ -37,7 +37,13 @@ from structssl.structures._chain_factored import (
     factored_log_partition,
     factored_viterbi,
 )
-from structssl.structures.base import Potentials, Structure, positive_int, semiring_sum
+from structssl.structures.base import (
+    Potentials,
+    Structure,
+    adopt_num_labels,
+    positive_int,
+    semiring_sum,
+)
 
 __all__ = ["LinearChain", "ChainPotentials", "bio_allowed_transitions"]
 
@@ -95,15 +101,7 @@ class LinearChain(Structure):
         Raises:
             ValueError: ``num_labels`` was given and differs from the data's.
         """
-        given = sizes.get("num_labels")
-        if given is None:
-            return
-        if self.num_labels and self.num_labels != given:
-            raise ValueError(
-                f"LinearChain num_labels = {self.num_labels} does not match the data's "
-                f"num_labels = {given} (leave num_labels out to take it from the data)"
-            )
-        self.num_labels = positive_int(given, "num_labels")
+        self.num_labels = adopt_num_labels(self.num_labels, sizes, "LinearChain")
 
     # ------------------------------------------------------------------ building potentials
     @staticmethod

@@ -57,7 +57,13 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from structssl.semirings import KMax, Semiring
-from structssl.structures.base import Potentials, Structure, positive_int, semiring_sum
+from structssl.structures.base import (
+    Potentials,
+    Structure,
+    adopt_num_labels,
+    positive_int,
+    semiring_sum,
+)
 from structssl.structures.star_trees import (
     _DEFAULT_STEP,
     STEP_RULES,
@@ -149,15 +155,7 @@ class PairwiseMultiLabel(Structure):
         Raises:
             ValueError: ``num_labels`` was given and differs from the data's.
         """
-        given = sizes.get("num_labels")
-        if given is None:
-            return
-        if self.num_labels and self.num_labels != given:
-            raise ValueError(
-                f"PairwiseMultiLabel num_labels = {self.num_labels} does not match the data's "
-                f"num_labels = {given} (leave num_labels out to take it from the data)"
-            )
-        self.num_labels = positive_int(given, "num_labels")
+        self.num_labels = adopt_num_labels(self.num_labels, sizes, "PairwiseMultiLabel")
 
     # ------------------------------------------------------------------ building potentials
     @staticmethod
