@@ -111,6 +111,24 @@ def test_conllu_errors_name_the_line(tmp_path: Path) -> None:
         TaggingFormat(layout="conll-u")
 
 
+def test_a_file_of_another_format_is_named(tmp_path: Path) -> None:
+    """A CoNLL-U dev file beside a plain-columns training file, and an ARFF file given to a
+    tagger, stop on a column count that says which format the file is."""
+    (tmp_path / "train.conll").write_text("El DET\nperro NOUN\n\n")
+    (tmp_path / "dev.conllu").write_text(_HEAD + _SENTENCE + "\n")
+    fmt = TaggingFormat(layout="columns")
+    fmt.read_labeled(tmp_path / "train.conll")
+    with pytest.raises(ValueError, match=r"dev\.conllu:1: expected the training file.s 2 columns; got 5 \(this is "
+                                         r"CoNLL-U: ten tab-separated columns, a word index first; "
+                                         r"the other files are plain columns"):
+        fmt.read_labeled(tmp_path / "dev.conllu")
+    arff = tmp_path / "x.arff"
+    arff.write_text("@relation r\n@attribute a numeric\n@attribute b {0,1}\n@data\n1,0\n")
+    with pytest.raises(ValueError, match=r"x\.arff:\d: expected .* \(this is an ARFF file: "
+                                         r"multi-label data is read by structssl\.data\.ArffDataModule"):
+        TaggingFormat().read_labeled(arff)
+
+
 def test_fit_and_predict_on_conllu_files(tmp_path: Path) -> None:
     """The README's commands on UD files: the layout is detected and saved with the model,
     and predict takes the CoNLL-U dev file (scored against its UPOS) or the token alone."""

@@ -202,6 +202,11 @@ def test_read_arff_missing_labels(tmp_path: Path) -> None:
     bad.write_text(head + "?,0,1\n")  # a missing feature value stays an error
     with pytest.raises(ValueError, match=re.escape(f"{bad}:6: missing value '?' for attribute 'a'")):
         read_arff(bad, labels=("A", "B"), missing_labels=True)
+    # a label left out of the labels is read as a feature: the message says so
+    with pytest.raises(ValueError, match=re.escape(
+        f"{path}:6: missing value '?' for attribute 'B' (not supported); 'B' is read as a feature, "
+        "and only label attributes may be '?' (the labels read: ['A']")):
+        read_arff(path, label_location="end", num_labels=1, missing_labels=True)
 
 
 def test_mulan_format_sizes_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -40,6 +40,7 @@ from torch import Tensor
 from structssl.data.formats.conll import (
     NoTagColumnError,
     first_token_line,
+    format_hint,
     looks_conllu,
     read_columns,
 )
@@ -410,6 +411,9 @@ class TaggingFormat:
                 + (f" (or {k - 1} without its tag column)" if without_tag else "") + " columns")
         # a sentence read as columns has many; one or two more are another layout
         hint = " (files hold one token per line; is this a sentence per line?)" if m >= 2 * k and m > 4 else ""
+        first = first_token_line(path, self.encoding)
+        if first is not None and format_hint(first[1], first[1]):
+            hint = format_hint(first[1], first[1])
         raise ValueError(f"{path}:{line}: expected {what}; got {m}{hint}")
 
     # ------------------------------------------------------------------ fitting

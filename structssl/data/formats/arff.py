@@ -345,6 +345,12 @@ def read_arff(
         problem = _check_value(None, names[c], attributes[c][1]) if rows[r][c] is None else (
             f"expected a finite number for attribute {names[c]!r}; got {str(rows[r][c])!r}"
         )
+        if missing_labels and rows[r][c] is None:  # '?' in a feature: are the labels right?
+            read = [names[i] for i in label_idx]
+            shown = read if len(read) <= 8 else read[:3] + ["..."] + read[-3:]
+            problem += (f"; {names[c]!r} is read as a feature, and only label attributes may be "
+                        f"'?' (the labels read: {shown}; if {names[c]!r} is a label, name the "
+                        f"labels again: labels=, --data.labels)")
         raise ValueError(f"{path}:{row_lines[r]}: {problem}")
     for c, (_, kind) in enumerate(attributes):  # {0,1} is read by value, other nominals by index
         if isinstance(kind, list) and sorted(kind) == ["0", "1"]:

@@ -144,6 +144,7 @@ def read_columns(
     document = 0
     seen_docstart = False
     expected = num_columns
+    first_line = ""  # the first token line (an ARFF header is named in errors)
 
     numbers: list[int] = []  # every token's line (CoNLL-U skips lines inside a sentence)
 
@@ -183,6 +184,7 @@ def read_columns(
                 document += 1
             seen_docstart = True
             continue
+        first_line = first_line or line
         if expected is None:
             expected = len(cols)
             if check_columns is not None:
@@ -211,7 +213,9 @@ def read_columns(
                     )
         if len(cols) != expected:
             hint = ""
-            if separator is None and "\t" in line:
+            if not conllu and format_hint(first_line, line):
+                hint = format_hint(first_line, line)
+            elif separator is None and "\t" in line:
                 hint = (" (the line holds tabs: if a token may hold a space, separate the columns by "
                         "tabs alone: separator='\\t', --data.separator '\\t')")
             elif num_columns is None and max(expected, len(cols)) > 4:
@@ -280,7 +284,26 @@ def looks_conllu(path: PathLike, encoding: str = "utf-8") -> bool:
     first = first_token_line(path, encoding)
     if first is None:
         return False
-    cols = first[1].split("\t")
+    return _conllu_line(first[1])
+
+
+def format_hint(first_line: str, line: str) -> str:
+    """A hint for a file read as plain columns that is another format (``''`` if none): an ARFF
+    file (``first_line``, its first token line, is ``@relation``, or ``line`` is an ARFF header
+    line) or CoNLL-U (``line``)."""
+    heads = [text.split(None, 1)[0].lower() for text in (first_line, line) if text.split()]
+    if "@relation" in heads[:1] or (heads[1:] and heads[1] in ("@relation", "@attribute", "@data")):
+        return (" (this is an ARFF file: multi-label data is read by structssl.data.ArffDataModule, "
+                "configs/multilabel.yaml)")
+    if _conllu_line(line):
+        return (" (this is CoNLL-U: ten tab-separated columns, a word index first; the "
+                "other files are plain columns: give every file in one format)")
+    return ""
+
+
+def _conllu_line(line: str) -> bool:
+    """A CoNLL-U token line: ten tab-separated columns, a word index (``1``, ``1-2``) first."""
+    cols = line.split("\t")
     return len(cols) == 10 and cols[0].replace("-", "", 1).isdigit()
 
 
