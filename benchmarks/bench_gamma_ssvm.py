@@ -36,8 +36,9 @@ epochs) and CCCP's J per outer iteration.
   :class:`~structssl.training.codl.CoDLModule` with the settings and constraints of
   ``configs/codl_citations.yaml``) from the supervised (no I) weights: ``--codl-rounds`` rounds
   of constraint-guided labeling of the unlabeled data, a pseudo-labeled refit from w0 by
-  L-BFGS and ``w = gamma w0 + (1 - gamma) w'``; one run, scored with the plain argmax ("no I")
-  and with the constraint-guided search at test ("I"), the two CODL rows of Table 1.
+  L-BFGS and ``w = gamma w0 + (1 - gamma) w'``; each run scored with the plain argmax ("no I")
+  and with the constraint-guided search at test ("I"), the two CODL rows of Table 1. gamma is
+  chosen on dev per row from ``--codl-gamma-grid`` (subset 0; Chang et al. fix 0.9).
 * ``sup-noI-qp`` (``--methods sup-qp``, a check, not a paper cell): the exact optimum of the
   supervised objective of ``sup-noI`` (the same scorer and features, ``1/2||w||^2 + (C1/N)
   sum xi``) by the 1-slack cutting-plane QP (:class:`~structssl.baselines.CuttingPlaneSSVM`
@@ -200,15 +201,15 @@ def citation_module(dm: Any, extra: bool, C1: float, C2: float, mu: float, lr: f
     )
 
 
-def codl_module(dm: Any, C1: float, n: int) -> CoDLModule:
+def codl_module(dm: Any, C1: float, n: int, gamma: Optional[float] = None) -> CoDLModule:
     """CoDL (Chang et al. 2007) with the settings and constraints of
-    ``configs/codl_citations.yaml``, started from given weights (``supervised_epochs=0``: the
-    caller loads the supervised SSVM's scorer, w0), its pseudo-labeled hinge weighted like the
-    labeled one (``Cu = C1 / n``)."""
+    ``configs/codl_citations.yaml`` (``gamma`` given: in place of the config's), started from
+    given weights (``supervised_epochs=0``: the caller loads the supervised SSVM's scorer, w0),
+    its pseudo-labeled hinge weighted like the labeled one (``Cu = C1 / n``)."""
     settings = config_model_args("codl_citations.yaml")
     return CoDLModule(
         LinearChain(dm.num_labels), LinearChainScorer(num_labels=dm.num_labels, num_features=dm.num_features),
-        settings["constraints"], C=C1 / n, gamma=settings["gamma"],
+        settings["constraints"], C=C1 / n, gamma=settings["gamma"] if gamma is None else gamma,
         penalty_scale=settings["penalty_scale"], search_k=settings["search_k"],
         supervised_epochs=0, lbfgs_max_iter=settings["lbfgs_max_iter"],
     )
@@ -269,15 +270,33 @@ def run_citations(args: argparse.Namespace, res: Results) -> None:
 
                 # CoDL from the supervised weights (basic features, like the paper's CODL):
                 # one run, decoded without ("no I") and with ("I") the constraints
+                # (gamma chosen on dev per row, subset 0)
                 if "codl" in args.methods and variant == "noI":
-                    codl = codl_module(dm, chosen[key]["C1"], N)
-                    codl.scorer.load_state_dict(base.scorer.state_dict())
-                    fit(codl, dm, args.codl_rounds)
-                    for decoded, name in ((False, "codl-noI"), (True, "codl-I")):
-                        codl.constrained_decoding = decoded
-                        acc.setdefault(name, {})[subset] = accuracy(codl, test)
-                        chosen[name] = {"C1": chosen[key]["C1"], "rounds": args.codl_rounds,
-                                        "switches_last_subset": [h["switches"] for h in codl.history]}
+                    def codl_run(g: float) -> dict[str, tuple[float, float, list[int]]]:
+                        codl = codl_module(dm, chosen[key]["C1"], N, gamma=g)
+                        codl.scorer.load_state_dict(base.scorer.state_dict())
+                        fit(codl, dm, args.codl_rounds)
+                        switches = [h["switches"] for h in codl.history]
+                        out = {}
+                        for decoded, name in ((False, "codl-noI"), (True, "codl-I")):
+                            codl.constrained_decoding = decoded
+                            out[name] = (accuracy(codl, dev), accuracy(codl, test), switches)
+                        return out
+
+                    rows = ("codl-noI", "codl-I")
+                    if not all(chosen.get(r, {}).get("gamma") is not None for r in rows):
+                        runs = {g: codl_run(g) for g in args.codl_gamma_grid}
+                        for name in rows:
+                            g = max(args.codl_gamma_grid, key=lambda g: runs[g][name][0])
+                            chosen[name] = {"C1": chosen[key]["C1"], "rounds": args.codl_rounds, "gamma": g,
+                                            "dev": runs[g][name][0],
+                                            "grid": [(x, round(runs[x][name][0], 2)) for x in args.codl_gamma_grid]}
+                    else:
+                        runs = {g: codl_run(g) for g in sorted({chosen[r]["gamma"] for r in rows})}
+                    for name in rows:
+                        dev_acc, test_acc, switches = runs[chosen[name]["gamma"]][name]
+                        acc.setdefault(name, {})[subset] = test_acc
+                        chosen[name]["switches_last_subset"] = switches
                 if "gamma" not in args.methods:
                     continue
 
@@ -447,6 +466,8 @@ def main(argv: Optional[list[str]] = None) -> None:
                    default=["sup", "gamma", "codl"],
                    help="citations: the records to (re)compute (the supervised models are always "
                         "trained: Gamma-SSVM and CoDL start from them); the others in --out are kept")
+    p.add_argument("--codl-gamma-grid", type=float, nargs="+", default=[0.5, 0.7, 0.9],
+                   help="CoDL's gamma (weight of w0), chosen on dev per row (subset 0)")
     p.add_argument("--codl-rounds", type=int, default=None,
                    help="CoDL rounds (default: configs/codl_citations.yaml's max_epochs - supervised_epochs)")
     p.add_argument("--c1-grid", type=float, nargs="+", default=[1.0, 10.0, 100.0, 1000.0])
@@ -481,7 +502,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         args.c1_grid, args.c2_grid, args.mu_grid = [10.0], [10.0], [1.0]
         args.folds, args.ocr_train, args.ocr_test, args.ocr_epochs, args.ocr_outer, args.ocr_inner = 1, 100, 200, 4, 2, 2
         args.ocr_steps = 5
-        args.codl_rounds = 1
+        args.codl_rounds, args.codl_gamma_grid = 1, [0.9]
     out = args.out or (Path(tempfile.gettempdir()) / f"{BENCH}_quick.json" if args.quick else RESULTS / f"{BENCH}.json")
     protocol = (
         f"scaled: citations N in {args.sizes}, CoDL subsets 0..{args.subsets - 1} of 5 (N = 300: one set), "
@@ -491,7 +512,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         f"batches, {args.steps} Adam steps per epoch): supervised {args.sup_epochs} epochs (lr {args.lr}), "
         f"CCCP from the supervised weights, <= {args.outer} outer x {args.inner} epochs (lr {args.cccp_lr}, "
         f"tol {args.tol}), k-best search k = {args.search_k}; CoDL: configs/codl_citations.yaml's "
-        f"settings from the supervised (no I) weights, {args.codl_rounds} rounds; OCR: "
+        f"settings from the supervised (no I) weights, {args.codl_rounds} rounds, gamma in "
+        f"{args.codl_gamma_grid} chosen on dev per row (subset 0); OCR: "
         f"{args.folds} of 10 folds ({args.ocr_protocol.replace('_', ' ')}"
         f"{'' if args.ocr_train is None else f', first {args.ocr_train} words'}, test on at most "
         f"{args.ocr_test} held-out words after 200 dev), C = {args.ocr_c}, delta-SSVM "

@@ -74,6 +74,57 @@ def test_guided_argmax_matches_brute_force(seed, hard, scale):
         assert torch.equal(got[i, :li], best_y), (i, got[i, :li], best_y)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_linear_penalties_are_exact_without_a_kbest_list(seed):
+    """Word and first-label rules are folded into the potentials: with search_k = 1 (no list
+    to rerank) the guided argmax is still the brute-force optimum. Reranking the model's own
+    k-best list missed it whenever the penalised labeling was far down that list."""
+    g = torch.Generator().manual_seed(seed)
+    b, n, c = 6, 5, 3
+    pot = torch.randn(b, n, c, c, generator=g, dtype=torch.float64)
+    lengths = torch.tensor([5, 4, 1, 5, 3, 5])
+    tokens = [[WORDS[int(i)] for i in torch.randint(0, 4, (n,), generator=g)] for _ in range(b)]
+    cons = ConstraintSet(
+        [WordLabels(words=["x", "y"], labels=["b"], weight=3.0), AllowedFirst(["c"], weight=5.0)],
+        labels=list(NAMES),
+    )
+    module = CoDLModule(LinearChain(c), _Fixed(pot), cons, penalty_scale=2.0, search_k=1)
+    module.constraints = cons
+    got = module.guided_argmax({"inputs": torch.zeros(b, n, 1), "lengths": lengths, "tokens": tokens})
+    chain = LinearChain(c)
+    for i in range(b):
+        li, ln = int(lengths[i]), lengths[i : i + 1]
+        values = {}
+        for ys in itertools.product(range(c), repeat=li):
+            y = torch.tensor([list(ys) + [0] * (n - li)])
+            values[ys] = float(chain.score(pot[i : i + 1], y, ln)) - 2.0 * float(
+                cons.instance_penalty(y, ln, [tokens[i]])[0])
+        best = max(values, key=values.get)
+        assert tuple(got[i, :li].tolist()) == best, (i, got[i, :li], best)
+
+
+def test_fold_penalties_scores_minus_the_linear_penalties_and_returns_the_rest():
+    g = torch.Generator().manual_seed(5)
+    b, n, c = 3, 4, 3
+    pot = torch.randn(b, n, c, c, generator=g, dtype=torch.float64)
+    lengths = torch.tensor([4, 2, 3])
+    tokens = [["x", ",", "y", "x"], ["z", "x"], ["y", "y", ","]]
+    cons = _constraints(hard=True)  # AtMostOnce (non-linear), WordLabels (linear), hard AllowedFirst
+    folded, rest = cons.fold_penalties(pot, lengths, tokens, scale=3.0)
+    assert [type(x).__name__ for x in rest] == ["AtMostOnce", "AllowedFirst"]
+    word = ConstraintSet([cons.constraints[1]])
+    chain = LinearChain(c)
+    y = torch.randint(0, c, (50, b, n), generator=g)
+    diffs = torch.stack([
+        chain.score(folded, y[s], lengths) - chain.score(pot, y[s], lengths)
+        + 3.0 * word.instance_penalty(y[s], lengths, tokens)
+        for s in range(50)
+    ])
+    assert torch.allclose(diffs, diffs[:1].expand_as(diffs), atol=1e-12)  # a constant per example
+    same, everything = cons.fold_penalties(pot, lengths, tokens, scale=0.0)
+    assert same is pot and len(everything) == 2
+
+
 # ---------------------------------------------------------------------------------- module
 class _TinyData(SemiSupervisedDataModule):
     label_names = NAMES

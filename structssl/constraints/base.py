@@ -183,6 +183,14 @@ class Constraint:
     def _counts(self, labels: Tensor, lengths: Tensor, tokens: Optional[Tokens]) -> Tensor:
         raise NotImplementedError
 
+    @property
+    def linear_penalty(self) -> bool:
+        """The penalty is ``weight`` times a count linear in a chain's parts (instance level,
+        linear counts, the default violation): it folds into the potentials
+        (:meth:`~structssl.constraints.ConstraintSet.fold_penalties`)."""
+        return (self.level == "instance" and self.linear_counts
+                and type(self).violation_from_counts is Constraint.violation_from_counts)
+
     def penalty_from_counts(self, counts: Tensor) -> Tensor:
         """``Gamma`` of counts along the last dimension (corpus level: of summed counts):
         ``weight * violation``."""

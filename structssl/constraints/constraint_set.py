@@ -148,6 +148,43 @@ class ConstraintSet:
                 total = total + c.penalty_from_counts(counts[:, s])
         return total
 
+    def fold_penalties(
+        self, potentials: Tensor, lengths: Tensor, tokens: Optional[Tokens] = None, scale: float = 1.0
+    ) -> tuple[Tensor, "ConstraintSet"]:
+        """Fold the penalties that are linear in the parts of a chain into its potentials.
+
+        A soft constraint whose penalty is ``weight`` times a count that :meth:`features` maps
+        (:attr:`~structssl.constraints.base.Constraint.linear_penalty`) is subtracted from
+        the potentials, so a Viterbi or k-best pass over the result scores ``s(y) - scale *
+        penalty(y)`` for those constraints exactly (up to a per-example constant). The others
+        (hard, non-linear, corpus level) are returned for a search to evaluate on candidates.
+
+        Args:
+            potentials: (B, N, C, C) chain edge potentials, N = ``lengths.max()``.
+            lengths: (B,).
+            tokens: B token lists (for constraints that need them).
+            scale: the multiplier of the penalties, >= 0.
+
+        Returns:
+            (folded potentials (B, N, C, C), the constraints not folded).
+        """
+        folded, rest = [], []
+        for c in self.constraints:
+            (folded if c.linear_penalty and not c.hard else rest).append(c)
+        left = ConstraintSet([])
+        left.label_names, left.constraints = self.label_names, rest
+        if not folded or scale == 0:
+            return potentials, left
+        part = ConstraintSet([])
+        part.label_names, part.constraints = self.label_names, folded
+        feats = part.features(tokens, lengths, int(potentials.shape[-1]), dtype=potentials.dtype)
+        v = potentials.new_zeros(potentials.shape[0], part.num_counts)
+        for c, s in zip(folded, part.count_slices):
+            v[:, s.start] = -scale * c.weight  # penalty = weight * count 0
+        extra = feats.adjoint(v, potentials)
+        assert isinstance(extra, Tensor)
+        return potentials + extra, left
+
     def violations(self, labels: Tensor, lengths: Tensor, tokens: Optional[Tokens] = None) -> dict[str, Tensor]:
         """Violation per constraint name: (B,) for instance level, a scalar for corpus level."""
         return {c.name: c.violation(labels, lengths, tokens) for c in self.constraints}

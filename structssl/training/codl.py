@@ -11,9 +11,11 @@ compare with, Algorithm 1 of Chang et al. with the module's loss as the learner:
 
 ``P_j`` is the instance-level penalty of the constraint set (each constraint's ``weight`` per
 violation; hard constraints reject a labeling) and ``rho`` is ``penalty_scale``. The
-constraint-guided argmax is found among the ``search_k`` best labelings of the model
+constraint-guided argmax is exact for the penalties linear in the parts (word, first-label and
+punctuation-transition rules), which are folded into the potentials; the others (global rules,
+hard constraints) rerank the ``search_k`` best labelings of the folded potentials
 (:func:`~structssl.constraints.kbest_search`, the k-best list only for the examples whose
-plain argmax violates a constraint; Chang et al. use a beam search). ``learn(T)`` minimises
+argmax violates one; Chang et al. use a beam search). ``learn(T)`` minimises
 ``||w||^2 / (2 n) + C_u (m / n) mean_j l(x_j, Y_j; w)`` (times ``n``: ``||w||^2 / 2 + C_u
 sum_j l_j``, the labeled objective's scaling with the pseudo-labeled set in place of the
 labeled one) for ``lbfgs_max_iter`` optimiser iterations, starting from ``w0`` with a fresh
@@ -166,26 +168,31 @@ class CoDLModule(LabelSwitchingModule):
         return [p for p in self.scorer.parameters() if p.requires_grad]
 
     def guided_argmax(self, batch: Batch) -> Tensor:
-        """``argmax_y s(y) - rho P(y)`` per example of a batch among its ``search_k`` best
-        labelings (hard constraints rejected; the plain argmax where no candidate is
-        feasible), (B, N) labels. No autograd."""
+        """``argmax_y s(y) - rho P(y)`` per example of a batch, (B, N) labels. No autograd.
+
+        The soft penalties linear in the parts (word, first-label and punctuation-transition
+        rules) are folded into the potentials (:meth:`ConstraintSet.fold_penalties`), so they
+        are exact; the rest (global rules, hard constraints) rerank the ``search_k`` best
+        labelings of the folded potentials (the plain argmax where no candidate is feasible)."""
         constraints = self.constraints
         assert isinstance(constraints, ConstraintSet)
         lengths = batch["lengths"]
         tokens = batch.get("tokens")
         with torch.no_grad():
             pot = self.structure.edge_potentials(self.span_constrained(self.potentials(batch), lengths), lengths)
+            # penalties linear in the parts go into the potentials: the search is exact for them
+            pot, rest = constraints.fold_penalties(pot, lengths, tokens, self.penalty_scale)
 
             def rows_tokens(rows: Tensor) -> Optional[list[Any]]:
                 return None if tokens is None else [tokens[i] for i in rows.tolist()]
 
             def bonus(labels: Tensor, lens: Tensor, rows: Tensor) -> Tensor:
-                return -self.penalty_scale * constraints.instance_penalty(labels, lens, rows_tokens(rows))
+                return -self.penalty_scale * rest.instance_penalty(labels, lens, rows_tokens(rows))
 
             def reject(labels: Tensor, lens: Tensor, rows: Tensor) -> Tensor:
-                return constraints.hard_violated(labels, lens, rows_tokens(rows))
+                return rest.hard_violated(labels, lens, rows_tokens(rows))
 
-            hard = any(c.hard for c in constraints)
+            hard = any(c.hard for c in rest)
             result = kbest_search(
                 self.structure, pot, lengths, bonus, pot.new_zeros(lengths.shape[0]),
                 k=self.search_k, reject=reject if hard else None, adaptive=True,

@@ -297,12 +297,8 @@ class LabelSwitchingModule(StructuredModule):
         if self.guide is None:
             return self.structure.argmax(potentials, lengths)[0]
         edges = self.structure.edge_potentials(potentials, lengths)  # (B, N, C, C)
-        tokens = chunk.get("tokens")
-        for con in self.guide:
-            features = con.features(tokens, lengths, num_labels=edges.shape[-1], dtype=edges.dtype)
-            first = torch.zeros(edges.shape[0], features.num_constraints, dtype=edges.dtype, device=edges.device)
-            first[:, 0] = con.weight  # the default violation: the first count
-            edges = edges - features.adjoint(first, edges)
+        edges, rest = self.guide.fold_penalties(edges, lengths, chunk.get("tokens"))
+        assert len(rest) == 0  # _check_guide: every guide penalty folds
         return self.structure.argmax(edges, lengths)[0]
 
     def switch(self, unlabeled: Any) -> dict[str, Any]:
@@ -429,16 +425,14 @@ def _check_guide(guide: Any, structure: Structure) -> Any:
     violations), for a LinearChain."""
     if guide is None:
         return None
-    from structssl.constraints import Constraint, ConstraintSet
+    from structssl.constraints import ConstraintSet
 
     if not isinstance(guide, ConstraintSet):
         raise TypeError(f"guide must be a ConstraintSet or None; got {type(guide).__name__}")
     if not isinstance(structure, LinearChain):
         raise ValueError(f"guide needs a LinearChain structure (Viterbi on edges); got {type(structure).__name__}")
     for con in guide:
-        linear = (con.level == "instance" and con.linear_counts
-                  and type(con).violation_from_counts is Constraint.violation_from_counts)
-        if not linear:
+        if not con.linear_penalty:
             raise ValueError(
                 f"guide: {con.name} must be an instance-level constraint whose penalty is weight x "
                 "its number of violations, linear in the chain's parts (e.g. PunctuationTransitions, "
