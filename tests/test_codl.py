@@ -125,6 +125,41 @@ def test_fold_penalties_scores_minus_the_linear_penalties_and_returns_the_rest()
     assert same is pot and len(everything) == 2
 
 
+def test_fold_penalties_keeps_masks_dtype_and_obeys_the_rules_at_extreme_scales():
+    """-inf parts stay -inf, float32 stays float32, and at a huge scale the guided argmax is
+    the best labeling that breaks no folded rule (brute force), or the fewest breaks."""
+    g = torch.Generator().manual_seed(11)
+    b, n, c = 4, 4, 3
+    pot = torch.randn(b, n, c, c, generator=g, dtype=torch.float64)
+    pot[:, 1:, 0, 2] = float("-inf")  # a forbidden transition a -> c
+    lengths = torch.tensor([4, 3, 2, 4])
+    tokens = [["x", "z", "y", "x"], ["y", "y", "z"], ["z", "x"], ["z", "z", "z", "z"]]
+    cons = ConstraintSet(
+        [WordLabels(words=["x"], labels=["b"], weight=1.0), AllowedFirst(["a", "c"], weight=1.0)],
+        labels=list(NAMES),
+    )
+    folded, rest = cons.fold_penalties(pot.float(), lengths, tokens, scale=1e6)
+    assert folded.dtype == torch.float32 and len(rest) == 0
+    assert torch.isinf(folded[:, 1:, 0, 2]).all()
+    module = CoDLModule(LinearChain(c), _Fixed(pot), cons, penalty_scale=1e6, search_k=1)
+    module.constraints = cons
+    got = module.guided_argmax({"inputs": torch.zeros(b, n, 1), "lengths": lengths, "tokens": tokens})
+    chain = LinearChain(c)
+    for i in range(b):
+        li, ln = int(lengths[i]), lengths[i : i + 1]
+        best = None
+        for ys in itertools.product(range(c), repeat=li):
+            y = torch.tensor([list(ys) + [0] * (n - li)])
+            score = float(chain.score(pot[i : i + 1], y, ln))
+            if score == float("-inf"):
+                continue
+            key = (-float(cons.instance_penalty(y, ln, [tokens[i]])[0]), score)
+            if best is None or key > best[0]:
+                best = (key, ys)
+        assert best is not None
+        assert tuple(got[i, :li].tolist()) == best[1], (i, got[i, :li], best)
+
+
 # ---------------------------------------------------------------------------------- module
 class _TinyData(SemiSupervisedDataModule):
     label_names = NAMES
