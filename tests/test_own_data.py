@@ -923,6 +923,24 @@ def test_codl_decodes_dev_with_its_constraints(corpus: dict[str, Any], tmp_path:
     tagger.model.constrained_decoding = False
     viterbi = [list(s.tags) for s in tagger.predict(sentences)]
     assert begins_on_lowercase(viterbi) > 0 and begins_on_lowercase(constrained) == 0
+    # `structssl predict --constraints false` switches the saved model's search off, `true` on
+    # (the noisy weights saved, so that the two decodings differ)
+    for ckpt in tmp_path.rglob("*.ckpt"):
+        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        state["state_dict"] = {k: v.clone() for k, v in tagger.model.state_dict().items()}
+        torch.save(state, ckpt)
+    saved, outputs = Tagger.load(tmp_path), {}
+    for flag, want in (("false", False), ("true", True)):
+        out = tmp_path / f"pred_{flag}.conll"
+        assert main(["predict", "--model", str(tmp_path), "--input", str(root / "DEV.conll"),
+                     "--output", str(out), "--constraints", flag]) == 0
+        saved.model.constrained_decoding = want
+        expected_tags = [list(s.tags) for s in saved.predict(sentences)]
+        written = [[line.split("\t")[1] for line in block.splitlines()]
+                   for block in out.read_text().strip().split("\n\n")]
+        assert written == expected_tags
+        outputs[flag] = written
+    assert outputs["false"] != outputs["true"]  # the search changes some tags here
 
 
 @pytest.mark.parametrize("which", ["train", "dev", "missing"])
@@ -1000,6 +1018,18 @@ def test_constraint_procedures_bind_plain_tags_and_estimate_targets(
     tagged = (tmp_path / "t.conll").read_text().split()
     nn, tokens = tagged.count("NN"), len(tagged) // 2
     assert proportion.target == pytest.approx(nn / tokens)
+
+
+def test_predict_constraints_is_refused_for_a_tagger_without_a_constrained_search(
+    tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = tmp_path / "in.txt"
+    text.write_text("La\nCoruna\n\n")
+    assert main(["predict", "--model", str(run_dir), "--input", str(text), "--output",
+                 str(tmp_path / "out.conll"), "--constraints", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "--constraints applies to multi-label classifiers and to taggers trained by CoDL" in err
+    assert "this tagger was trained by SupervisedModule" in err
 
 
 def test_predict_input_with_a_sentence_per_line_gets_a_hint(
