@@ -835,6 +835,29 @@ _SSL_CONFIGS = {
 }
 
 
+def test_the_tokens_a_pattern_rule_matches_are_logged(tmp_path: Path) -> None:
+    """The NER configs' "a lower-case word does not begin an entity" pattern lists Latin
+    letters: on Cyrillic text it matches nothing, and the run says so at setup."""
+    words = [("Иван", "B-PER"), ("живёт", "O"), ("в", "O"), ("Москве", "B-LOC"), (".", "O")]
+    sentences = [words] * 25  # 125 tokens
+    train = tmp_path / "train.conll"
+    _write(train, sentences)
+    unlabeled = tmp_path / "unlabeled.txt"
+    _write(unlabeled, sentences[:5], tags=False)
+    with mock.patch("sys.argv", ["structssl"]), \
+            mock.patch("pytorch_lightning.utilities.rank_zero.rank_zero_info") as info:
+        cli_main([
+            "fit", f"--config={CONFIG.parent / 'tagger_ssl_label_switching.yaml'}",
+            f"--data.train_file={train}", f"--data.unlabeled_file={unlabeled}",
+            f"--trainer.default_root_dir={tmp_path / 'run'}", "--trainer.max_epochs=1",
+            "--model.init_args.lbfgs_max_iter=2", "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false", "--num_threads=1",
+        ])
+    (line,) = [c.args[0] for c in info.call_args_list if "each pattern rule matches" in c.args[0]]
+    assert re.search(r"WordLabels\(\[a-z[^)]* -> O, \[!BSU\]-\*\) 0 of 125; "
+                     r"WordLabels\(\[\^\\w\]\+ -> O\) 25 of 125$", line), line
+
+
 @pytest.mark.parametrize("name", sorted(_SSL_CONFIGS))
 def test_semi_supervised_configs_on_a_tag_set_never_seen(
     corpus: dict[str, Any], tmp_path: Path, name: str

@@ -667,6 +667,10 @@ class StructuredModule(pl.LightningModule):
             return
         broken = dict.fromkeys((c.name for c in instance), 0)
         total = 0
+        # how many labeled tokens each pattern rule restricts (logged)
+        patterned = [c for c in instance if getattr(c, "pattern", None) is not None and hasattr(c, "restricted")]
+        matched = dict.fromkeys((c.name for c in patterned), 0)
+        num_tokens = 0
         with torch.no_grad():
             for chunk in chunks:
                 labels, lengths, tokens = chunk["labels"], chunk["lengths"], chunk.get("tokens")
@@ -681,11 +685,22 @@ class StructuredModule(pl.LightningModule):
                 total += int(lengths.shape[0])
                 for c in instance:
                     broken[c.name] += int((c.violation(labels, lengths, tokens) > 0).sum())
+                if patterned and tokens is not None:
+                    words = [w for sentence in tokens for w in sentence]
+                    num_tokens += len(words)
+                    for c in patterned:
+                        matched[c.name] += sum(map(c.restricted, words))
         shares = {name: count / max(total, 1) for name, count in broken.items()}
         rank_zero_info(
             f"{type(self).__name__}: labeled examples whose gold labels break each constraint: "
             + "; ".join(f"{name} {broken[name]} of {total}" for name in broken)
         )
+        if matched:  # 0 tokens: the rule has no effect (e.g. Latin letters on another script)
+            rank_zero_info(
+                f"{type(self).__name__}: tokens of the labeled examples that each pattern rule "
+                f"matches (0: the rule has no effect; check its pattern): "
+                + "; ".join(f"{name} {count} of {num_tokens}" for name, count in matched.items())
+            )
         high = [f"{name} ({100 * share:.0f} %)" for name, share in shares.items() if share > 0.25]
         if high:
             rank_zero_warn(
