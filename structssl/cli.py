@@ -482,8 +482,16 @@ def _cli_class() -> Any:
                 return
             epoch = _read_checkpoint(cb.best_model_path).get("epoch")
             if cb.monitor and cb.best_model_score is not None:
+                # a procedure whose best epoch is before the unlabeled data enters: say so
+                start = next((getattr(self.model, k) for k in ("supervised_epochs", "warm_start_epochs")
+                              if isinstance(getattr(self.model, k, None), int)), 0)
+                supervised = (
+                    f" (a supervised epoch: the epochs with the unlabeled data, from epoch "
+                    f"{start} on, did not do better on dev, so the kept model never trained on it)"
+                    if isinstance(epoch, int) and epoch < start < self.trainer.current_epoch else ""
+                )
                 print(f"best dev {cb.monitor} {float(cb.best_model_score):.4f} at epoch {epoch}: "
-                      f"{cb.best_model_path}")
+                      f"{cb.best_model_path}{supervised}")
             elif getattr(self.datamodule, "dev_from_unlabeled", False):
                 print(f"the dev split is the unlabeled training examples (their labels are "
                       f"reported, never used to choose): {cb.best_model_path} holds the last "

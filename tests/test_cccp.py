@@ -331,7 +331,7 @@ def test_corpus_constraints_with_label_dependent_denominator_rejected():
 
     CCCPModule(LinearChain(3), torch.nn.Linear(1, 1), constraints=ConstraintSet([LabelProportion("a", 0.3)], labels=LABELS))
     cset = ConstraintSet([TransitionFraction(0.1)], labels=LABELS)
-    with pytest.raises(NotImplementedError, match="TransitionFraction's does"):
+    with pytest.raises(ValueError, match="TransitionFraction's does"):
         CCCPModule(LinearChain(3), torch.nn.Linear(1, 1), constraints=cset)
 
 

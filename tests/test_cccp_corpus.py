@@ -263,10 +263,10 @@ def test_mini_batches_are_refused() -> None:
 
 def test_refusals() -> None:
     cset = ConstraintSet([TransitionFraction(0.1)], labels=LABELS)
-    with pytest.raises(NotImplementedError, match=r"TransitionFraction's does .*label changes"):
+    with pytest.raises(ValueError, match=r"TransitionFraction's does .*label changes"):
         CCCPModule(LinearChain(C), torch.nn.Linear(1, 1), constraints=cset)
     cset = ConstraintSet([LabelProportion("a", 0.3, hard=True)], labels=LABELS)
-    with pytest.raises(NotImplementedError, match=r"LabelProportion\(a\) is hard"):
+    with pytest.raises(ValueError, match=r"LabelProportion\(a\) is hard"):
         CCCPModule(LinearChain(C), torch.nn.Linear(1, 1), constraints=cset)
     cset = ConstraintSet([LabelProportion("a", 0.3)], labels=LABELS)
     with pytest.raises(ValueError, match="need formulation='transductive'"):

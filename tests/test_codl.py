@@ -4,6 +4,7 @@ force, the round (assignment, learn(T) from w0, interpolation), resume and error
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import pytest
 import pytorch_lightning as pl
@@ -111,18 +112,20 @@ def test_fold_penalties_scores_minus_the_linear_penalties_and_returns_the_rest()
     tokens = [["x", ",", "y", "x"], ["z", "x"], ["y", "y", ","]]
     cons = _constraints(hard=True)  # AtMostOnce (non-linear), WordLabels (linear), hard AllowedFirst
     folded, rest = cons.fold_penalties(pot, lengths, tokens, scale=3.0)
-    assert [type(x).__name__ for x in rest] == ["AtMostOnce", "AllowedFirst"]
+    assert [type(x).__name__ for x in rest] == ["AtMostOnce"]  # the hard rule is masked
+    assert torch.isinf(folded[:, 0, :, 2]).all() and torch.isfinite(folded[:, 0, 0, :2]).all()
     word = ConstraintSet([cons.constraints[1]])
     chain = LinearChain(c)
     y = torch.randint(0, c, (50, b, n), generator=g)
+    y[:, :, 0] %= 2  # labelings that keep the hard rule (the first label a or b)
     diffs = torch.stack([
         chain.score(folded, y[s], lengths) - chain.score(pot, y[s], lengths)
         + 3.0 * word.instance_penalty(y[s], lengths, tokens)
         for s in range(50)
     ])
     assert torch.allclose(diffs, diffs[:1].expand_as(diffs), atol=1e-12)  # a constant per example
-    same, everything = cons.fold_penalties(pot, lengths, tokens, scale=0.0)
-    assert same is pot and len(everything) == 2
+    masked, left = cons.fold_penalties(pot, lengths, tokens, scale=0.0)  # the hard rule still holds
+    assert torch.equal(masked.isinf(), folded.isinf()) and len(left) == 1
 
 
 def test_fold_penalties_keeps_masks_dtype_and_obeys_the_rules_at_extreme_scales():
@@ -158,6 +161,43 @@ def test_fold_penalties_keeps_masks_dtype_and_obeys_the_rules_at_extreme_scales(
                 best = (key, ys)
         assert best is not None
         assert tuple(got[i, :li].tolist()) == best[1], (i, got[i, :li], best)
+
+
+def test_hard_rules_hold_and_an_unmet_one_is_said():
+    """A hard word rule is masked in the potentials, so even search_k = 1 keeps it; a hard
+    global rule (AtMostOnce) that none of the search_k candidates meets leaves the plain
+    argmax, with one warning that says so."""
+    b, n, c = 2, 4, 3
+    pot = torch.zeros(b, n, c, c, dtype=torch.float64)
+    pot[..., 0] = 5.0  # every position prefers label a
+    lengths = torch.tensor([4, 4])
+    tokens = [["x", "y", "x", "z"], ["y", "y", "y", "y"]]
+    word = ConstraintSet([WordLabels(words=["x"], labels=["b"], hard=True)], labels=list(NAMES))
+    module = CoDLModule(LinearChain(c), _Fixed(pot), word, search_k=1)
+    module.constraints = word
+    batch = {"inputs": torch.zeros(b, n, 1), "lengths": lengths, "tokens": tokens}
+    got = module.guided_argmax(batch)
+    assert got.tolist() == [[1, 0, 1, 0], [0, 0, 0, 0]]
+    # a b a b a b is best by far; every labeling within one change of it has two runs of a
+    alternating = torch.zeros(b, 6, c, c, dtype=torch.float64)
+    alternating[:, 0::2, :, 0] = alternating[:, 1::2, :, 1] = 5.0
+    once = ConstraintSet([AtMostOnce("a", hard=True)], labels=list(NAMES))
+    module = CoDLModule(LinearChain(c), _Fixed(alternating), once, search_k=2)
+    module.constraints = once
+    batch = {"inputs": torch.zeros(b, 6, 1), "lengths": torch.tensor([6, 6]), "tokens": None}
+    with pytest.warns(UserWarning, match=r"2 of 2 examples of a batch have no labeling among the "
+                                         r"search_k=2 best that meets the hard constraints \['AtMostOnce\(a\)'\]"):
+        got = module.guided_argmax(batch)
+    assert got.tolist() == [[0, 1, 0, 1, 0, 1]] * 2  # the plain argmax
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        module.guided_argmax(batch)  # said once
+
+    def runs_of_a(row: torch.Tensor) -> int:
+        return int(((row[1:] == 0) & (row[:-1] != 0)).sum() + (row[0] == 0))
+
+    module.search_k = c ** 6  # every labeling: the best one with one run of a
+    assert [runs_of_a(row) for row in module.guided_argmax(batch)] == [1, 1]
 
 
 # ---------------------------------------------------------------------------------- module
@@ -334,3 +374,15 @@ def test_constrained_decoding_without_evaluation_tokens_fails_at_setup():
         _trainer(2).fit(module, datamodule=_NoDevTokens())
     assert module.history == []  # nothing trained
     _trainer(1).fit(_module(constrained_decoding=False), datamodule=_NoDevTokens())  # plain decoding: fine
+
+
+def test_constraints_bound_to_labels_in_another_order_fail_at_setup():
+    """A ConstraintSet given ``labels`` in another order than the data's would point its
+    rules at the wrong tags: fit stops at setup and names both lists."""
+    pl.seed_everything(0)
+    cons = ConstraintSet([AtMostOnce("a"), WordLabels(words=["x"], labels=["b"])], labels=["c", "b", "a"])
+    module = CoDLModule(LinearChain(3), LinearChainScorer(3, input_dim=3, init_std=0.01), cons,
+                        supervised_epochs=1, lbfgs_max_iter=2)
+    with pytest.raises(ValueError, match=r"the constraints are bound to the labels \['c', 'b', 'a'\], "
+                                         r"the data's labels are \['a', 'b', 'c'\] \(label index order\)"):
+        _trainer(1).fit(module, datamodule=_TinyData())

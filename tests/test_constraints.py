@@ -496,3 +496,16 @@ def test_label_pattern_constraint_counts_like_the_explicit_list():
     for labels in itertools.product(range(len(names)), repeat=5):
         y = torch.tensor([labels])
         assert torch.equal(by_pattern.counts(y, lengths, tokens), explicit.counts(y, lengths, tokens))
+
+
+def test_a_label_ratio_over_every_label_is_refused_at_bind():
+    """'[!O]*' on a tag set without O matches every label: the ratio is always 1, so the
+    constraint could do nothing; bind says so instead of estimating a target of 1."""
+    from structssl.constraints import ExpectedCount, LabelProportion
+
+    with pytest.raises(ValueError, match=r"LabelProportion\(\[!O\]\*\): the label spec \['\[!O\]\*'\] "
+                                         r"matches every label \['NUM', 'CITY'\]"):
+        LabelProportion("[!O]*", target=0.3).bind(["NUM", "CITY"])
+    with pytest.raises(ValueError, match="matches every label"):
+        ExpectedCount(["a", "b"], target=2.0).bind(["a", "b"])
+    assert LabelProportion("[!O]*", target=0.3).bind(["O", "B-X", "I-X"]).indices == [1, 2]

@@ -13,6 +13,7 @@ from structssl.constraints.base import Constraint
 from structssl.constraints.features import ConcatFeatures
 from structssl.constraints.labelings import Tokens
 from structssl.losses.gamma import ConstraintFeatures
+from structssl.structures.base import as_tuple
 
 __all__ = ["ConstraintSet"]
 
@@ -151,39 +152,56 @@ class ConstraintSet:
     def fold_penalties(
         self, potentials: Tensor, lengths: Tensor, tokens: Optional[Tokens] = None, scale: float = 1.0
     ) -> tuple[Tensor, "ConstraintSet"]:
-        """Fold the penalties that are linear in the parts of a chain into its potentials.
+        """Fold the constraints that are linear in the parts of a chain into its potentials.
 
-        A soft constraint whose penalty is ``weight`` times a count that :meth:`features` maps
-        (:attr:`~structssl.constraints.base.Constraint.linear_penalty`) is subtracted from
-        the potentials, so a Viterbi or k-best pass over the result scores ``s(y) - scale *
-        penalty(y)`` for those constraints exactly (up to a per-example constant). The others
-        (hard, non-linear, corpus level) are returned for a search to evaluate on candidates.
+        A constraint whose penalty is ``weight`` times a count that :meth:`features` maps
+        (:attr:`~structssl.constraints.base.Constraint.linear_penalty`) goes into the
+        potentials: a soft one is subtracted (``scale * weight`` per violation), a hard one
+        sets the parts that would break it to ``-inf``. A Viterbi or k-best pass over the
+        result then scores ``s(y) - scale * penalty(y)`` for the soft ones exactly (up to a
+        per-example constant) and never breaks the hard ones (an example where no labeling
+        meets them has every labeling at ``-inf``). The others (non-linear, corpus level) are
+        returned for a search to evaluate on candidates.
 
         Args:
             potentials: (B, N, C, C) chain edge potentials, N = ``lengths.max()``.
             lengths: (B,).
             tokens: B token lists (for constraints that need them).
-            scale: the multiplier of the penalties, >= 0.
+            scale: the multiplier of the soft penalties, >= 0.
 
         Returns:
             (folded potentials (B, N, C, C), the constraints not folded).
         """
-        folded, rest = [], []
+        c_dim = int(potentials.shape[-1])
+        soft, rest = [], []
+        out = potentials
         for c in self.constraints:
-            (folded if c.linear_penalty and not c.hard else rest).append(c)
+            if not c.linear_penalty:
+                rest.append(c)
+            elif not c.hard:
+                soft.append(c)
+            else:  # parts with a positive count weight break it (no offset, no negative weight)
+                feats = c.features(tokens, lengths, c_dim, dtype=potentials.dtype)
+                w = as_tuple(feats.weights)[0][:, 0]  # (B, N, C, C) count 0
+                offset = feats.offset
+                if offset is not None and bool((offset.reshape(-1, offset.shape[-1])[:, 0] != 0).any()) \
+                        or bool((w < 0).any()):
+                    rest.append(c)
+                else:
+                    out = out.masked_fill(w > 0, float("-inf"))
         left = ConstraintSet([])
         left.label_names, left.constraints = self.label_names, rest
-        if not folded or scale == 0:
-            return potentials, left
+        if not soft or scale == 0:
+            return out, left
         part = ConstraintSet([])
-        part.label_names, part.constraints = self.label_names, folded
-        feats = part.features(tokens, lengths, int(potentials.shape[-1]), dtype=potentials.dtype)
+        part.label_names, part.constraints = self.label_names, soft
+        feats = part.features(tokens, lengths, c_dim, dtype=potentials.dtype)
         v = potentials.new_zeros(potentials.shape[0], part.num_counts)
-        for c, s in zip(folded, part.count_slices):
+        for c, s in zip(soft, part.count_slices):
             v[:, s.start] = -scale * c.weight  # penalty = weight * count 0
-        extra = feats.adjoint(v, potentials)
+        extra = feats.adjoint(v, out)
         assert isinstance(extra, Tensor)
-        return potentials + extra, left
+        return out + extra, left
 
     def violations(self, labels: Tensor, lengths: Tensor, tokens: Optional[Tokens] = None) -> dict[str, Tensor]:
         """Violation per constraint name: (B,) for instance level, a scalar for corpus level."""

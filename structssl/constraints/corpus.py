@@ -129,6 +129,17 @@ class _LabelRatio(_Ratio):
         super().__init__(target, bound, hard, weight, name, **check)
         self._set_labels(label, "label")
 
+    def _resolve(self) -> None:
+        super()._resolve()
+        assert self.label_names is not None
+        if len(self.indices) == len(self.label_names):
+            raise ValueError(
+                f"{self.name}: the label spec {self._label_specs()} matches every label "
+                f"{list(self.label_names)[:20]}, so the count never depends on the labeling and "
+                "the constraint has no effect (e.g. '[!O]*' on a tag set without O): name the "
+                "labels it is about"
+            )
+
     def _denominator(self, lengths: Tensor) -> Tensor:
         raise NotImplementedError
 

@@ -203,7 +203,8 @@ class WordLabels(Constraint):
     def name(self) -> str:
         if self._name is not None:
             return self._name
-        what = sorted(self.words)[:3] + ([self.pattern.pattern] if self.pattern else [])
+        words = sorted(self.words)
+        what = words[:3] + (["..."] if len(words) > 3 else []) + ([self.pattern.pattern] if self.pattern else [])
         return f"WordLabels({'|'.join(what)} -> {', '.join(map(str, self._label_specs()))})"
 
     def restricted(self, token: str) -> bool:

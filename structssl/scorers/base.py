@@ -463,9 +463,11 @@ class LinearInputs(nn.Module):
             raise ValueError(f"{name} must be {expected}; got dtype {inputs.dtype}")
         if self.validate and inputs.numel():
             lo, hi = value_range(inputs)
-            if lo < 0 or hi >= self.size:
+            if lo < 0 or hi >= self.size:  # a size too small for the data: one line on the CLI
+                from structssl.data.modules.base import user_error
+
                 what = "feature indices" if self.kind == "num_features" else "word indices"
-                raise ValueError(
+                raise user_error(
                     f"{name} ({what}) must be in [0, {self.kind}) = [0, {self.size}); got "
                     f"values in [{lo}, {hi}]"
                 )

@@ -330,16 +330,16 @@ def _check_corpus_constraints(corpus: Sequence[Constraint], formulation: str) ->
         )
     for con in corpus:
         if not getattr(con, "label_free_denominator", False) or not con.linear_counts:
-            raise NotImplementedError(
-                f"CCCPModule takes corpus-level ratio constraints whose denominator does not "
-                f"depend on the labels (LabelProportion, ExpectedCount); {con.name}'s does (e.g. "
+            raise ValueError(
+                f"corpus-level constraints must be ratios whose denominator does not depend on "
+                f"the labels (LabelProportion, ExpectedCount); {con.name}'s does (e.g. "
                 "TransitionFraction divides by the number of label changes), so its ratio is not "
                 "linear in the parts and the multiplier search is not exact: use label switching "
                 "(seed 003) for it"
             )
         if con.hard:
-            raise NotImplementedError(
-                f"CCCPModule penalises corpus-level constraints softly (a quadratic penalty); "
+            raise ValueError(
+                f"corpus-level constraints are penalised softly (a quadratic penalty); "
                 f"{con.name} is hard: give hard=False (and a larger weight), or use label switching"
             )
 

@@ -26,8 +26,10 @@ on top-K lists of pseudo-labelings; here each unlabeled example gets its single 
 ``constrained_decoding=True`` decodes every batch of :meth:`decode` (validation and test in
 ``fit`` / ``test``) with the same search, the constraints used at inference: Chang et al.'s and
 seed 000's "CODL (I)"; without it, the plain argmax ("no I"). Token constraints need evaluation
-examples that carry ``tokens`` (checked at setup). ``structssl predict`` decodes the scorer's
-potentials without the constraints.
+examples that carry ``tokens`` (checked at setup). ``structssl predict`` decodes with the
+model's ``decode``, so with the search when ``constrained_decoding`` is on (``--constraints
+true|false`` switches it); its ``--confidence`` and ``--kbest`` columns are the unconstrained
+model's marginals and k-best list.
 
 The module reuses :class:`~structssl.training.label_switching.LabelSwitchingModule`'s
 machinery: the unlabeled labels ``Y`` stored per example (``index``), the whole unlabeled set
@@ -37,6 +39,7 @@ Its state (``Y``, ``w0``) is saved in checkpoints.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Optional
 
 import torch
@@ -113,7 +116,8 @@ class CoDLModule(LabelSwitchingModule):
         if corpus:
             raise ValueError(
                 f"CoDLModule takes instance-level constraints (its search decodes each example "
-                f"alone); got corpus-level {corpus} (use LabelSwitchingModule or CCCPModule)"
+                f"alone); got corpus-level {corpus} (use LabelSwitchingModule, or CCCPModule for "
+                f"LabelProportion and ExpectedCount)"
             )
         for name, value, low, high in (("gamma", gamma, 0.0, 1.0), ("penalty_scale", penalty_scale, 0.0, float("inf"))):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
@@ -170,18 +174,20 @@ class CoDLModule(LabelSwitchingModule):
     def guided_argmax(self, batch: Batch) -> Tensor:
         """``argmax_y s(y) - rho P(y)`` per example of a batch, (B, N) labels. No autograd.
 
-        The soft penalties linear in the parts (word, first-label and punctuation-transition
-        rules) are folded into the potentials (:meth:`ConstraintSet.fold_penalties`), so they
-        are exact; the rest (global rules, hard constraints) rerank the ``search_k`` best
-        labelings of the folded potentials (the plain argmax where no candidate is feasible)."""
+        The rules linear in the parts (word, first-label and punctuation-transition rules)
+        are folded into the potentials (:meth:`ConstraintSet.fold_penalties`: soft ones as
+        penalties, hard ones as ``-inf``), so they are exact; the rest (global rules such as
+        ``AtMostOnce``) rerank the ``search_k`` best labelings of the folded potentials. An
+        example where no candidate meets the hard constraints keeps the plain argmax, and a
+        warning (once per module) says how many there were."""
         constraints = self.constraints
         assert isinstance(constraints, ConstraintSet)
         lengths = batch["lengths"]
         tokens = batch.get("tokens")
         with torch.no_grad():
-            pot = self.structure.edge_potentials(self.span_constrained(self.potentials(batch), lengths), lengths)
-            # penalties linear in the parts go into the potentials: the search is exact for them
-            pot, rest = constraints.fold_penalties(pot, lengths, tokens, self.penalty_scale)
+            plain = self.structure.edge_potentials(self.span_constrained(self.potentials(batch), lengths), lengths)
+            # rules linear in the parts go into the potentials: the search is exact for them
+            pot, rest = constraints.fold_penalties(plain, lengths, tokens, self.penalty_scale)
 
             def rows_tokens(rows: Tensor) -> Optional[list[Any]]:
                 return None if tokens is None else [tokens[i] for i in rows.tolist()]
@@ -197,7 +203,26 @@ class CoDLModule(LabelSwitchingModule):
                 self.structure, pot, lengths, bonus, pot.new_zeros(lengths.shape[0]),
                 k=self.search_k, reject=reject if hard else None, adaptive=True,
             )
-        return result.labels
+            labels, infeasible = result.labels, ~result.feasible
+            if bool(infeasible.any()):
+                labels = torch.where(infeasible.unsqueeze(1), self.structure.argmax(plain, lengths)[0], labels)
+                self._warn_infeasible(int(infeasible.sum()), int(lengths.shape[0]))
+        return labels
+
+    def _warn_infeasible(self, count: int, total: int) -> None:
+        """Say (once per module) that examples kept the plain argmax: no candidate met the
+        hard constraints."""
+        if getattr(self, "_warned_infeasible", False):
+            return
+        self._warned_infeasible = True
+        hard = [c.name for c in self.constraints or [] if c.hard]
+        warnings.warn(
+            f"{type(self).__name__}: {count} of {total} examples of a batch have no labeling "
+            f"among the search_k={self.search_k} best that meets the hard constraints {hard}; "
+            "they keep the plain argmax, which breaks them (raise search_k, or make a rule soft "
+            "with a large weight). Said once per model.",
+            stacklevel=2,
+        )
 
     def decode(self, batch: Batch) -> Tensor:
         """The argmax labels, or with ``constrained_decoding`` the constraint-guided ones."""

@@ -595,9 +595,19 @@ class StructuredModule(pl.LightningModule):
         batch). Procedures call it at setup, estimating for ``fit``.
 
         Raises:
-            ValueError: unbound constraints and no label names known; a ``target="labeled"``
-                and no labeled examples.
+            ValueError: unbound constraints and no label names known; constraints bound to
+                other labels (or another order) than the data's; a ``target="labeled"`` and no
+                labeled examples.
         """
+        if constraints.label_names is not None:
+            names = self.label_names()
+            if names is not None and tuple(names) != tuple(constraints.label_names):
+                raise user_error(
+                    f"{type(self).__name__}: the constraints are bound to the labels "
+                    f"{list(constraints.label_names)[:20]}, the data's labels are {list(names)[:20]} "
+                    "(label index order): leave labels out of the ConstraintSet (it is bound to "
+                    "the data's labels at setup), or list them in the data's order"
+                )
         if constraints.label_names is None:
             names = self.label_names()
             if names is None:
