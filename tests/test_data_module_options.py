@@ -251,9 +251,27 @@ def test_a_users_build_gets_named_errors_for_wrong_keys_and_empty_sequences() ->
     with pytest.raises(ValueError, match=r"_Built: the test example 1 has length 0 \('labels' of "
                        r"shape \(0,\)\)") as empty:
         _Built({"labeled": [ex(2)], "unlabeled": [], "dev": [], "test": [ex(1), ex(0)]}).setup()
+    # a per-position key the padding collate does not pad: stacked, it would fail in batching
+    ragged = [dict(ex(3), word_ids=torch.zeros(3, dtype=torch.long)),
+              dict(ex(5), word_ids=torch.zeros(5, dtype=torch.long))]
+    with pytest.raises(ValueError, match=r"_Built: 'word_ids' has shape \(3,\) in labeled example 0 and "
+                       r"\(5,\) in example 1; keys other than the padded per-position ones") as stacked:
+        _Built({"labeled": ragged, "unlabeled": [], "dev": [], "test": []}).setup()
     # the user's data: the command line prints them on one line, without a traceback
-    assert is_data_error(keys.value) and is_data_error(empty.value)
+    assert is_data_error(keys.value) and is_data_error(empty.value) and is_data_error(stacked.value)
     _Built({"labeled": [ex(2)], "unlabeled": [], "dev": [], "test": [ex(1)]}).setup()
+    same = [dict(ex(3), weight=torch.tensor(1.0)), dict(ex(5), weight=torch.tensor(2.0))]
+    _Built({"labeled": same, "unlabeled": [], "dev": [], "test": []}).setup()  # one shape: fine
+    # a label id outside [0, num_labels), and label names that do not match num_labels
+    bad = dict(ex(3), labels=torch.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"_Built: the dev example 1 has label ids in \[0, 2\]; "
+                       r"expected ids in \[0, num_labels\) = \[0, 2\)"):
+        _Built({"labeled": [ex(2)], "unlabeled": [], "dev": [ex(2), bad], "test": []}).setup()
+    named = _Built({"labeled": [ex(2)], "unlabeled": [], "dev": [], "test": []})
+    named.label_names = ["a", "b", "c"]
+    with pytest.raises(ValueError, match=r"_Built: label_names has 3 names \['a', 'b', 'c'\] for "
+                       r"num_labels = 2"):
+        named.setup()
 
 
 def test_the_base_model_sizes_give_num_labels_and_the_dense_input_dim() -> None:

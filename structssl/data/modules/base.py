@@ -131,6 +131,44 @@ def _check_lengths(owner: str, splits: dict[str, list[Example]]) -> None:
                     )
 
 
+def _check_stackable(owner: str, splits: dict[str, list[Example]]) -> None:
+    """Under the padding collate, refuse a tensor key outside the padded per-position keys
+    whose shape differs between the examples of a split (it is stacked, and would fail inside
+    batching), naming the key, the split and two examples."""
+    for split, examples in splits.items():
+        if not examples:
+            continue
+        for key, value in examples[0].items():
+            if key in _SEQUENCE_KEYS or not isinstance(value, Tensor):
+                continue
+            for i, ex in enumerate(examples):
+                other = ex.get(key)
+                if isinstance(other, Tensor) and other.shape != value.shape:
+                    raise user_error(
+                        f"{owner}: {key!r} has shape {tuple(value.shape)} in {split} example 0 and "
+                        f"{tuple(other.shape)} in example {i}; keys other than the padded "
+                        f"per-position ones {list(_SEQUENCE_KEYS)} are stacked, so they need one "
+                        "shape in every example"
+                    )
+
+
+def _check_label_range(owner: str, splits: dict[str, list[Example]], num_labels: Optional[int]) -> None:
+    """Refuse a per-position label id >= ``num_labels`` (or < 0), naming the split and example
+    (it would fail at the first loss, without either)."""
+    if not num_labels:
+        return
+    for split, examples in splits.items():
+        for i, ex in enumerate(examples):
+            labels = ex.get("labels")
+            if isinstance(labels, Tensor) and labels.numel() and not labels.is_floating_point():
+                low, high = int(labels.min()), int(labels.max())
+                if low < 0 or high >= num_labels:
+                    raise user_error(
+                        f"{owner}: the {split} example {i} has label ids in [{low}, {high}]; "
+                        f"expected ids in [0, num_labels) = [0, {num_labels})"
+                    )
+
+
 def stack_collate(examples: list[Example]) -> dict[str, Any]:
     """One batch of fixed-size examples (no padding, no ``lengths``): every key stacked, e.g.
     ``inputs`` (B, D) and, when present, ``labels`` (B,) or (B, K)."""
@@ -384,6 +422,15 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
                     f"{sorted(expected)} (empty lists allowed); got {got}"
                 )
             _check_lengths(type(self).__name__, splits)
+            if type(self).collate is SemiSupervisedDataModule.collate:
+                _check_stackable(type(self).__name__, splits)
+                _check_label_range(type(self).__name__, splits, self.num_labels)
+            names = getattr(self, "label_names", None)
+            if self.num_labels and isinstance(names, (list, tuple)) and len(names) != self.num_labels:
+                raise user_error(
+                    f"{type(self).__name__}: label_names has {len(names)} names {list(names)[:10]} "
+                    f"for num_labels = {self.num_labels}; give one name per label, in label-id order"
+                )
             self._splits = splits
 
     def model_sizes(self) -> dict[str, Any]:
