@@ -412,8 +412,7 @@ class TaggingFormat:
         # a sentence read as columns has many; one or two more are another layout
         hint = " (files hold one token per line; is this a sentence per line?)" if m >= 2 * k and m > 4 else ""
         first = first_token_line(path, self.encoding)
-        if first is not None and format_hint(first[1], first[1]):
-            hint = format_hint(first[1], first[1])
+        hint = (format_hint(first[1], first[1]) if first is not None else "") or hint  # ARFF, CoNLL-U
         raise ValueError(f"{path}:{line}: expected {what}; got {m}{hint}")
 
     # ------------------------------------------------------------------ fitting

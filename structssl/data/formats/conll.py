@@ -212,13 +212,11 @@ def read_columns(
                         "gold tags would be features; expected other columns"
                     )
         if len(cols) != expected:
-            hint = ""
-            if not conllu and format_hint(first_line, line):
-                hint = format_hint(first_line, line)
-            elif separator is None and "\t" in line:
+            hint = "" if conllu else format_hint(first_line, line)  # ARFF or CoNLL-U
+            if not hint and separator is None and "\t" in line:
                 hint = (" (the line holds tabs: if a token may hold a space, separate the columns by "
                         "tabs alone: separator='\\t', --data.separator '\\t')")
-            elif num_columns is None and max(expected, len(cols)) > 4:
+            elif not hint and num_columns is None and max(expected, len(cols)) > 4:
                 hint = (" (files hold one token per line with the same columns on every line and "
                         "a blank line between sentences; is this a sentence per line?)")
             raise ValueError(
