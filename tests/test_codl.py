@@ -45,6 +45,27 @@ class _Fixed(torch.nn.Module):
         return self.pot
 
 
+def _guided(pot: torch.Tensor, cons: ConstraintSet, lengths: torch.Tensor, tokens: list, **options) -> torch.Tensor:
+    """CoDL's guided argmax of the given edge potentials (B, N, C, C) under ``cons``."""
+    module = CoDLModule(LinearChain(pot.shape[-1]), _Fixed(pot), cons, **options)
+    module.constraints = cons
+    batch = {"inputs": torch.zeros(pot.shape[0], pot.shape[1], 1), "lengths": lengths, "tokens": tokens}
+    return module.guided_argmax(batch)
+
+
+def _labelings(pot: torch.Tensor, cons: ConstraintSet, lengths: torch.Tensor, tokens: list, i: int):
+    """Every labeling of example ``i`` by brute force, in enumeration order: (labels, score,
+    instance penalty, whether it breaks a hard constraint)."""
+    n, c = pot.shape[1], pot.shape[-1]
+    li, ln = int(lengths[i]), lengths[i : i + 1]
+    chain = LinearChain(c)
+    for ys in itertools.product(range(c), repeat=li):
+        y = torch.tensor([list(ys) + [0] * (n - li)])
+        yield (ys, float(chain.score(pot[i : i + 1], y, ln)),
+               float(cons.instance_penalty(y, ln, [tokens[i]])[0]),
+               bool(cons.hard_violated(y, ln, [tokens[i]])[0]))
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("hard", [False, True])
 @pytest.mark.parametrize("scale", [0.0, 1.0, 4.0])
@@ -55,24 +76,17 @@ def test_guided_argmax_matches_brute_force(seed, hard, scale):
     lengths = torch.tensor([4, 3, 1, 4])
     tokens = [[WORDS[int(i)] for i in torch.randint(0, 4, (n,), generator=g)] for _ in range(b)]
     cons = _constraints(hard)
-    module = CoDLModule(LinearChain(c), _Fixed(pot), cons, penalty_scale=scale, search_k=c**n)
-    module.constraints = cons
-    got = module.guided_argmax({"inputs": torch.zeros(b, n, 1), "lengths": lengths, "tokens": tokens})
-    chain = LinearChain(c)
+    got = _guided(pot, cons, lengths, tokens, penalty_scale=scale, search_k=c**n)
     for i in range(b):
-        li = int(lengths[i])
-        best, best_y = -float("inf"), None
-        for ys in itertools.product(range(c), repeat=li):
-            y = torch.tensor([list(ys) + [0] * (n - li)])
-            ln = lengths[i : i + 1]
-            if hard and bool(cons.hard_violated(y, ln, [tokens[i]])[0]):
+        best = None
+        for ys, score, penalty, broken in _labelings(pot, cons, lengths, tokens, i):
+            if hard and broken:
                 continue
-            value = float(chain.score(pot[i : i + 1], y, ln)) - scale * float(
-                cons.instance_penalty(y, ln, [tokens[i]])[0])
-            if value > best + 1e-12:
-                best, best_y = value, y[0, :li]
-        assert best_y is not None
-        assert torch.equal(got[i, :li], best_y), (i, got[i, :li], best_y)
+            value = score - scale * penalty
+            if best is None or value > best[0] + 1e-12:
+                best = (value, ys)
+        assert best is not None
+        assert tuple(got[i, : len(best[1])].tolist()) == best[1], (i, got[i], best)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -89,19 +103,11 @@ def test_linear_penalties_are_exact_without_a_kbest_list(seed):
         [WordLabels(words=["x", "y"], labels=["b"], weight=3.0), AllowedFirst(["c"], weight=5.0)],
         labels=list(NAMES),
     )
-    module = CoDLModule(LinearChain(c), _Fixed(pot), cons, penalty_scale=2.0, search_k=1)
-    module.constraints = cons
-    got = module.guided_argmax({"inputs": torch.zeros(b, n, 1), "lengths": lengths, "tokens": tokens})
-    chain = LinearChain(c)
+    got = _guided(pot, cons, lengths, tokens, penalty_scale=2.0, search_k=1)
     for i in range(b):
-        li, ln = int(lengths[i]), lengths[i : i + 1]
-        values = {}
-        for ys in itertools.product(range(c), repeat=li):
-            y = torch.tensor([list(ys) + [0] * (n - li)])
-            values[ys] = float(chain.score(pot[i : i + 1], y, ln)) - 2.0 * float(
-                cons.instance_penalty(y, ln, [tokens[i]])[0])
+        values = {ys: score - 2.0 * penalty for ys, score, penalty, _ in _labelings(pot, cons, lengths, tokens, i)}
         best = max(values, key=values.get)
-        assert tuple(got[i, :li].tolist()) == best, (i, got[i, :li], best)
+        assert tuple(got[i, : len(best)].tolist()) == best, (i, got[i], best)
 
 
 def test_fold_penalties_scores_minus_the_linear_penalties_and_returns_the_rest():
@@ -144,23 +150,16 @@ def test_fold_penalties_keeps_masks_dtype_and_obeys_the_rules_at_extreme_scales(
     folded, rest = cons.fold_penalties(pot.float(), lengths, tokens, scale=1e6)
     assert folded.dtype == torch.float32 and len(rest) == 0
     assert torch.isinf(folded[:, 1:, 0, 2]).all()
-    module = CoDLModule(LinearChain(c), _Fixed(pot), cons, penalty_scale=1e6, search_k=1)
-    module.constraints = cons
-    got = module.guided_argmax({"inputs": torch.zeros(b, n, 1), "lengths": lengths, "tokens": tokens})
-    chain = LinearChain(c)
+    got = _guided(pot, cons, lengths, tokens, penalty_scale=1e6, search_k=1)
     for i in range(b):
-        li, ln = int(lengths[i]), lengths[i : i + 1]
         best = None
-        for ys in itertools.product(range(c), repeat=li):
-            y = torch.tensor([list(ys) + [0] * (n - li)])
-            score = float(chain.score(pot[i : i + 1], y, ln))
+        for ys, score, penalty, _ in _labelings(pot, cons, lengths, tokens, i):
             if score == float("-inf"):
                 continue
-            key = (-float(cons.instance_penalty(y, ln, [tokens[i]])[0]), score)
-            if best is None or key > best[0]:
-                best = (key, ys)
+            if best is None or (-penalty, score) > best[0]:
+                best = ((-penalty, score), ys)
         assert best is not None
-        assert tuple(got[i, :li].tolist()) == best[1], (i, got[i, :li], best)
+        assert tuple(got[i, : len(best[1])].tolist()) == best[1], (i, got[i], best)
 
 
 def test_hard_rules_hold_and_an_unmet_one_is_said():
