@@ -169,6 +169,10 @@ def _predict(argv: Sequence[str]) -> int:
     parser.add_argument("--batch_size", type=int, default=256, help="sentences decoded at once")
     parser.add_argument("--encoding", type=Optional[str], default=None,
                         help="the input's text encoding (default: the training files')")
+    parser.add_argument("--comments", type=Optional[bool], default=None,
+                        help="taggers: lines of the input that start with '#' are comments, "
+                        "written back as they are (default: as the training files, "
+                        "--data.comments)")
     parser.add_argument("--constraints", type=Optional[bool], default=None,
                         help="multi-label classifiers: decode with the procedure's corpus "
                         "constraints, the file as one corpus (default true, as structssl test); "
@@ -203,7 +207,7 @@ def _predict(argv: Sequence[str]) -> int:
             tagger.model.constrained_decoding = cfg.constraints
         summary = tagger.tag_file(cfg.input, sys.stdout if to_stdout else cfg.output,
                                   confidence=cfg.confidence, kbest=cfg.kbest,
-                                  encoding=cfg.encoding)
+                                  encoding=cfg.encoding, comments=cfg.comments)
     except BrokenPipeError:
         # `--output - | head`: the reader stopped; no traceback, and none at exit's flush
         try:
@@ -233,8 +237,8 @@ def _predict(argv: Sequence[str]) -> int:
 def _predict_multilabel(predictor: Any, cfg: Any, to_stdout: bool) -> int:
     """``structssl predict`` of a multi-label classifier (its errors are reported by the
     caller)."""
-    given = [f"--{k}" for k, unused in (("kbest", cfg.kbest != 1), ("encoding", cfg.encoding is not None))
-             if unused]
+    given = [f"--{k}" for k, unused in (("kbest", cfg.kbest != 1), ("encoding", cfg.encoding is not None),
+                                        ("comments", cfg.comments is not None)) if unused]
     if given:
         raise ValueError(f"{', '.join(given)} applies to sequence taggers; this model is a "
                          "multi-label classifier (options: --confidence, --constraints)")

@@ -14,10 +14,12 @@ token lists or files::
 Output files (``structssl predict`` / :meth:`Tagger.tag_file`): one ``token<TAB>tag`` line per
 token, a blank line after each sentence, in the input's order, tags in the training file's
 scheme; ``confidence`` adds the marginal probability of each predicted tag, ``kbest`` adds the
-tags of the 2nd .. k-th best tag sequences (``-`` where a short sentence has fewer). Each
-``-DOCSTART-`` line of the input (a document boundary, CoNLL-2003 style) comes back at its place
-as ``-DOCSTART-<TAB>O`` (``-`` in the confidence and k-best columns) and a blank line, so that a
-well-formed input and its predictions have the same number of lines (``paste``, conlleval).
+tags of the 2nd .. k-th best tag sequences (``-`` where a short sentence has fewer). The output
+follows the input line for line: blank lines (runs of them too) and comment lines
+(``comment_prefix``) come back as they were, and each ``-DOCSTART-`` line (a document boundary,
+CoNLL-2003 style) as ``-DOCSTART-<TAB>O`` (``-`` in the confidence and k-best columns), so that
+a well-formed input and its predictions have the same number of lines (``paste``, conlleval);
+a blank line is added where a sentence or a ``-DOCSTART-`` line lacks one.
 A CoNLL-U input (for a model trained on CoNLL-U files) comes back as CoNLL-U instead, line
 for line, each word's tag column (UPOS, or the column trained on) holding its predicted tag,
 the confidence and k-best tags in MISC (``Confidence=0.9876|KBest=NOUN,VERB``). The output is a
@@ -48,7 +50,7 @@ from typing import Sequence as Seq
 import torch
 
 from structssl.data.batch import collate_sequences, pad_sequences
-from structssl.data.formats.conll import DOCSTART
+from structssl.data.formats.conll import DOCSTART, split_columns
 from structssl.data.paths import DecodingError, iter_lines
 from structssl.data.records import Sequence
 from structssl.data.tag_schemes import to_bio
@@ -88,9 +90,9 @@ def _first_column_count(reader: TaggingFormat, path: Path) -> Optional[int]:
     """The column count of the first token line of a column file (blank and ``-DOCSTART-``
     lines skipped, as the reader does), split as ``reader`` splits it; ``None``: no token line."""
     for _, line in iter_lines(path, reader.encoding):
-        if not line.strip():
+        if not line.strip() or (reader.comment_prefix is not None and line.startswith(reader.comment_prefix)):
             continue
-        cols = line.split(reader.separator)
+        cols = split_columns(line, reader.separator)
         if cols[0] != DOCSTART:
             return len(cols)
     return None
@@ -126,17 +128,6 @@ def _conllu_unannotated(reader: TaggingFormat, path: Path) -> Optional[str]:
             words += 1
             blank += cols[column] == "_"
     return None if blank == 0 else "all" if blank == words else "some"
-
-
-def _docstart_lines(reader: TaggingFormat, path: Path) -> list[int]:
-    """The 1-based numbers of the ``-DOCSTART-`` lines the reader takes as document boundaries
-    (a first column ``-DOCSTART-``; none in a file read as CoNLL-U, whose reader skips them)."""
-    if reader.reads_conllu(path):
-        return []
-    return [
-        number for number, line in iter_lines(path, reader.encoding)
-        if DOCSTART in line and line.split(reader.separator)[0] == DOCSTART
-    ]
 
 
 def load_model(path: PathLike, map_location: str = "cpu") -> Any:
@@ -372,6 +363,7 @@ class Tagger:
         confidence: bool = False,
         kbest: int = 1,
         encoding: Optional[str] = None,
+        comments: Optional[bool] = None,
     ) -> dict[str, Any]:
         """Tag a file and write the predictions (format in the module docstring).
 
@@ -383,6 +375,8 @@ class Tagger:
             confidence: add each tag's marginal probability.
             kbest: add the 2nd .. k-th best taggings.
             encoding: the input's text encoding (default: the training files').
+            comments: lines of the input that start with ``#`` are comments, written back as
+                they are (``None``: as in the training files, ``--data.comments``).
 
         Returns:
             ``{"sentences": ..., "tokens": ...}``, plus ``span_f1`` / ``token_accuracy``
@@ -401,10 +395,8 @@ class Tagger:
         input = Path(input)
         if not input.is_file():
             raise FileNotFoundError(f"no such input file: {input}")
-        reader = self.format
-        if encoding is not None:
-            reader = reader.with_encoding(encoding)
-        elif _looks_utf8(input) and reader.encoding.replace("_", "-").lower() not in ("utf-8", "utf8", "utf-8-sig"):
+        reader = self.format.with_reading(encoding, comments)
+        if encoding is None and _looks_utf8(input) and reader.encoding.replace("_", "-").lower() not in ("utf-8", "utf8", "utf-8-sig"):
             warnings.warn(
                 f"{input}: the file is valid UTF-8 with non-ASCII characters, but is read as "
                 f"{reader.encoding} (the training files' encoding); pass --encoding utf-8 / "
@@ -422,19 +414,17 @@ class Tagger:
         try:
             gold, not_scored = self._gold(reader, input)  # the sentences with their tags
             sentences = gold if gold is not None else reader.read_tokens(input)
-            docstarts = _docstart_lines(reader, input)
         except DecodingError as err:
             raise DecodingError(f"{err} (pass the input's encoding: --encoding / encoding=)") from None
         predictions = self.predict(sentences, confidence=confidence, kbest=kbest)
         # a -DOCSTART- line: the token, "O", and "-" in the confidence and k-best columns
-        docstart = "\t".join([DOCSTART, "O"] + ["-"] * (int(confidence) + kbest - 1)) + "\n\n"
-        starts = [s.line for s in sentences]
+        docstart = "\t".join([DOCSTART, "O"] + ["-"] * (int(confidence) + kbest - 1)) + "\n"
 
         def write(f: TextIO) -> None:
             if reader.reads_conllu(input):  # CoNLL-U back, its tag column filled
                 self._write_conllu(f, predictions, sentences, input, reader)
             else:
-                self._write(f, predictions, starts, docstarts, docstart)
+                self._write(f, predictions, sentences, input, reader, docstart)
 
         if isinstance(output, (str, os.PathLike)):
             path = Path(output)
@@ -456,28 +446,39 @@ class Tagger:
 
     @staticmethod
     def _write(
-        f: TextIO, predictions: list[TaggedSentence], starts: list[int], docstarts: list[int],
-        docstart: str,
+        f: TextIO, predictions: list[TaggedSentence], sentences: list[Sequence], path: Path,
+        reader: TaggingFormat, docstart: str,
     ) -> None:
-        """Write the predictions (``starts``: each sentence's first line in the input) with the
-        input's ``-DOCSTART-`` lines (their numbers ``docstarts``, written as ``docstart``) in
-        the input's order: before the first sentence that starts after them, or at the end."""
-        pending = iter(docstarts)
-        next_docstart = next(pending, None)
-        for sent, start in zip(predictions, starts):
-            while next_docstart is not None and next_docstart < start:
-                f.write(docstart)
-                next_docstart = next(pending, None)
-            for t, (token, tag) in enumerate(zip(sent.tokens, sent.tags)):
-                cols = [token, tag]
-                if sent.confidence is not None:
-                    cols.append(f"{sent.confidence[t]:.4f}")
-                cols += [alt[t] if alt is not None else "-" for alt in sent.alternatives]
+        """Write the predictions of a column file line for line with its input: each token's
+        line at its place, blank lines and ``comment_prefix`` lines as they were, each
+        ``-DOCSTART-`` line as ``docstart``; a blank line is added where a sentence or a ``-DOCSTART-`` line is not
+        followed by one (before the next sentence or ``-DOCSTART-`` line, or at the end)."""
+        at: dict[int, tuple[TaggedSentence, int]] = {}  # line number -> (sentence, position)
+        for sent, pred in zip(sentences, predictions):
+            for t in range(len(pred.tokens)):
+                at[sent.line_of(t)] = (pred, t)
+        pending = False  # a sentence or -DOCSTART- line written, its blank line not yet
+        for number, line in iter_lines(path, reader.encoding):
+            if not line.strip():
+                f.write("\n")
+                pending = False
+            elif number in at:
+                pred, t = at[number]
+                if pending and t == 0:
+                    f.write("\n")
+                cols = [pred.tokens[t], pred.tags[t]]
+                if pred.confidence is not None:
+                    cols.append(f"{pred.confidence[t]:.4f}")
+                cols += [alt[t] if alt is not None else "-" for alt in pred.alternatives]
                 f.write("\t".join(cols) + "\n")
+                pending = t == len(pred.tokens) - 1
+            elif split_columns(line, reader.separator)[0] == DOCSTART:
+                f.write(("\n" if pending else "") + docstart)
+                pending = True
+            else:  # a comment line
+                f.write(line + "\n")
+        if pending:
             f.write("\n")
-        while next_docstart is not None:
-            f.write(docstart)
-            next_docstart = next(pending, None)
 
     @staticmethod
     def _write_conllu(

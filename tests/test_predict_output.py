@@ -309,3 +309,77 @@ def test_binary_and_compressed_files(tmp_path: Path) -> None:
     with gzip.open(packed, "wt", encoding="utf-8") as f:
         f.write("El O\nGrupo B-ORG\n")
     assert list(iter_lines(packed)) == [(1, "El O"), (2, "Grupo B-ORG")]
+
+
+# ------------------------------------------------------------------------------ line for line
+def test_blank_line_runs_and_comments_come_back_line_for_line(
+    corpus: dict[str, Any], tmp_path: Path
+) -> None:
+    """Runs of blank lines used to collapse into one (1,960 input lines gave 1,860); comment
+    lines (``comment_prefix``) come back as they were, inside a sentence too, and a sentence
+    without a blank line after it at the end of the file gets one."""
+    tagger = Tagger.load(corpus["run"])
+    text = ("# doc 1\n\n\nTomar\naspirina\n\n\n\n# a comment\ncada\n# inside\ndia\n\n"
+            "-DOCSTART-\n\n\ncon\n5mg")
+    (tmp_path / "in.txt").write_text(text, encoding="utf-8")
+    summary = tagger.tag_file(tmp_path / "in.txt", tmp_path / "out.txt", comments=True)
+    assert summary == {"sentences": 3, "tokens": 6}
+    given = text.split("\n")
+    got = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")
+    assert got[: len(given)] == [
+        line if not line or line.startswith("#") else got[i] for i, line in enumerate(given)
+    ]
+    assert got[len(given):] == ["", ""]  # the last sentence's blank line, then the file's end
+    assert [line.split("\t")[0] for line in got if line and not line.startswith("#")] == [
+        "Tomar", "aspirina", "cada", "dia", "-DOCSTART-", "con", "5mg"]
+    tags = [line.split("\t")[1] for line in got if "\t" in line and not line.startswith("-DOCSTART-")]
+    assert tags == [t for s in tagger.tag([["Tomar", "aspirina"], ["cada", "dia"], ["con", "5mg"]])
+                    for t in s]
+
+
+def test_a_comment_line_without_comment_prefix_gets_a_hint(
+    corpus: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It used to be taken as the file's first token line (3 columns: a tagged file), and the
+    error named line 2, a correct line, without saying why."""
+    path = corpus["root"] / "commented.txt"
+    path.write_text("# doc 1\nTomar\naspirina\n\n", encoding="utf-8")
+    assert _predict(corpus, "commented.txt", str(corpus["root"] / "c.out")) == 2
+    err = capsys.readouterr().err
+    assert "commented.txt:2:" in err and "line 1, '# doc 1', set the column count" in err, err
+    assert "--comments true to predict" in err
+    assert _predict(corpus, "commented.txt", str(corpus["root"] / "c.out"), "--comments", "true") == 0
+    assert (corpus["root"] / "c.out").read_text(encoding="utf-8").split("\n")[0] == "# doc 1"
+
+
+def test_a_token_with_a_non_breaking_space_is_tagged(corpus: dict[str, Any], tmp_path: Path) -> None:
+    """Python's ``str.split()`` splits on U+00A0, so such a token was two columns and the file
+    was refused; blanks are ASCII now."""
+    tagger = Tagger.load(corpus["run"])
+    (tmp_path / "nbsp.txt").write_text("Tomar\nSan\u00a0José\n\n", encoding="utf-8")
+    assert tagger.tag_file(tmp_path / "nbsp.txt", tmp_path / "o.txt") == {"sentences": 1, "tokens": 2}
+    assert (tmp_path / "o.txt").read_text(encoding="utf-8").split("\n")[1].split("\t")[0] == "San\u00a0José"
+
+
+def test_fit_with_comments_from_the_command_line(corpus: dict[str, Any], tmp_path: Path) -> None:
+    """``--data.comments true`` (not a prefix option: jsonargparse reads a bare ``'#'`` as a
+    YAML comment, None): the comment lines are no tokens or tags, and the model skips them when
+    it predicts; ``comments=False`` switches that off for one file."""
+    train = "# newdoc\n" + (corpus["root"] / "TRAIN.conll").read_text(encoding="utf-8").replace(
+        "\n\n", "\n\n# sent\n", 3)
+    (tmp_path / "TRAIN.conll").write_text(train, encoding="utf-8")
+    assert main([
+        "fit", f"--config={CONFIG}", f"--data.train_file={tmp_path / 'TRAIN.conll'}",
+        "--data.comments", "true", f"--trainer.default_root_dir={tmp_path / 'run'}",
+        "--trainer.max_epochs=1", "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+    ]) in (0, None)
+    tagger = Tagger.load(tmp_path / "run")
+    assert tagger.format.comment_prefix == "#"
+    assert not {"newdoc", "sent"} & set(tagger.tags)
+    (tmp_path / "new.txt").write_text("# doc\nTomar\naspirina\n\n", encoding="utf-8")
+    assert tagger.tag_file(tmp_path / "new.txt", tmp_path / "o.txt") == {"sentences": 1, "tokens": 2}
+    (tmp_path / "hash.txt").write_text("#\nTomar\naspirina\n\n", encoding="utf-8")
+    assert tagger.tag_file(tmp_path / "hash.txt", tmp_path / "o.txt")["tokens"] == 2
+    with pytest.warns(UserWarning, match="begin with a line whose first column is '#'"):
+        assert tagger.tag_file(tmp_path / "hash.txt", tmp_path / "o.txt", comments=False)["tokens"] == 3

@@ -94,9 +94,11 @@ class TaggingFormat:
         token_column: index of the token column.
         tag_column: index of the tag column in labeled files (negative counts from the end).
         feature_columns: columns used as features (default: none).
-        separator: column separator (``None``: runs of whitespace). The two characters ``\\t``
+        separator: column separator (``None``: runs of ASCII blanks). The two characters ``\\t``
             (``--data.separator '\\t'`` on a command line) mean a tab.
         encoding: text encoding of the files.
+        comment_prefix: lines of plain column files that start with it are comments, skipped
+            (``None``: none are; CoNLL-U comments are always skipped), also when predicting.
         tag_scheme: ``"auto"`` or one of :data:`~structssl.data.tag_schemes.SCHEMES`.
         min_count: features seen fewer times in the training sentences are dropped.
         window: neighbours at offsets ``-window .. window`` contribute features.
@@ -130,6 +132,7 @@ class TaggingFormat:
         view_scheme: str = "token_surface",
         view_seed: int = 0,
         layout: str = "auto",
+        comment_prefix: Optional[str] = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {list(LAYOUTS)}; got {layout!r}")
@@ -152,6 +155,9 @@ class TaggingFormat:
         if separator == "\\t":  # a shell's '\t' (jsonargparse keeps it as backslash, t)
             separator = "\t"
         _check_encoding(encoding)
+        if comment_prefix is not None and (not isinstance(comment_prefix, str) or not comment_prefix.strip()):
+            raise ValueError(f"comment_prefix must be a non-blank string or None; got {comment_prefix!r}")
+        self.comment_prefix = comment_prefix
         self.token_column = token_column
         self.tag_column = tag_column
         self.feature_columns = columns
@@ -216,15 +222,20 @@ class TaggingFormat:
         return out
 
     # ------------------------------------------------------------------ reading
-    def with_encoding(self, encoding: str) -> "TaggingFormat":
-        """The same format (tag set, features and all) reading files in ``encoding``.
+    def with_reading(self, encoding: Optional[str] = None, comments: Optional[bool] = None) -> "TaggingFormat":
+        """The same format (tag set, features and all) reading files in ``encoding``, with
+        ``#`` lines as comments (``comments=True``) or not (``False``; each ``None``: as the
+        format does).
 
         Raises:
             ValueError: ``encoding`` names no text encoding.
         """
-        _check_encoding(encoding)
         out = copy.copy(self)
-        out.encoding = encoding
+        if encoding is not None:
+            _check_encoding(encoding)
+            out.encoding = encoding
+        if comments is not None:
+            out.comment_prefix = "#" if comments else None
         return out
 
     def reads_conllu(self, path: PathLike) -> bool:
@@ -250,7 +261,8 @@ class TaggingFormat:
             columns: dict[str, Any] = dict(separator="\t", token_column=CONLLU_FORM)
         else:
             tag_column = self.tag_column
-            columns = dict(separator=self.separator, token_column=self.token_column)
+            columns = dict(separator=self.separator, token_column=self.token_column,
+                           comment_prefix=self.comment_prefix)
         corpus = read_columns(
             path,
             **columns,
@@ -510,6 +522,7 @@ class TaggingFormat:
             "tag_column": self.tag_column,
             "feature_columns": list(self.feature_columns),
             "separator": self.separator,
+            "comment_prefix": self.comment_prefix,
             "encoding": self.encoding,
             "tag_scheme": self.tag_scheme,
             "layout": self.layout,
@@ -541,6 +554,7 @@ class TaggingFormat:
             two_view=state["two_view"], view_scheme=state["view_scheme"],
             view_seed=state["view_seed"],
             layout=state.get("layout", "columns"),  # absent in checkpoints before 2026-11-28
+            comment_prefix=state.get("comment_prefix"),  # absent before 2026-12-05
         )
         out.scheme = state["scheme"]
         out.tags = tuple(state["tags"])

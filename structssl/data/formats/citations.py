@@ -116,6 +116,7 @@ def read_citations(
         num_columns=3,
         labels=labels if labeled else None,
         first_labels=(),
+        strip=False,  # whitespace around a token is an error here (module docstring)
     )
     sequences = []
     for seq in corpus.sequences:

@@ -17,6 +17,13 @@ lines starting with ``#`` skipped, and the lines of multiword tokens (ID ``1-2``
 nodes (ID ``8.1``) skipped, so that a sentence is its syntactic words; :func:`looks_conllu`
 tells such a file from the first token line.
 
+Columns are split on runs of ASCII blanks (space, tab; a non-breaking or other Unicode space
+inside a token stays in the token), or on a given ``separator``, each column then stripped of
+the spaces around it (trailing blanks are not part of a tag). Lines starting with
+``comment_prefix`` (``#`` with ``--data.comments true``; none by default, since ``#`` is also a
+token) are comments and skipped; without it, a sentence that begins with a lone ``#`` token
+(``# sent_id = 1``) gets a warning that names the option.
+
 Every malformed line raises ``ValueError`` naming the file, the 1-based line number and what was
 expected. Files ending in ``.gz`` are decompressed transparently. Reading the 265k-token
 Spanish training file takes about a second.
@@ -26,6 +33,8 @@ References: Tjong Kim Sang (2002), Introduction to the CoNLL-2002 shared task.
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 from typing import Callable, Literal, Optional, Union
 from typing import Sequence as Seq
@@ -43,6 +52,7 @@ __all__ = [
     "read_columns",
     "read_conll",
     "load_conll2002",
+    "split_columns",
 ]
 
 DOCSTART = "-DOCSTART-"
@@ -60,6 +70,25 @@ CONLL2002_SPLITS = {
     "test": "testb",
     "testb": "testb",
 }
+
+
+#: the blanks a whitespace separator splits on (ASCII: a non-breaking space stays in its token)
+_BLANKS = " \t\f\v\r\n"
+_BLANK_RUN = re.compile("[" + re.escape(_BLANKS) + "]+")
+
+
+def split_columns(line: str, separator: Optional[str] = None, strip: bool = True) -> list[str]:
+    """The columns of a line: split on runs of ASCII blanks (``separator=None``; no empty
+    columns) or on ``separator``, each column stripped of the spaces around it (``strip``).
+
+    Example: ``split_columns("San\u00a0José  B-LOC ")`` is ``["San\u00a0José", "B-LOC"]``;
+    ``split_columns("San José\tB-LOC  ", "\t")`` is ``["San José", "B-LOC"]``.
+    """
+    if separator is None:
+        stripped = line.strip(_BLANKS)
+        return _BLANK_RUN.split(stripped) if stripped else [""]
+    columns = line.split(separator)
+    return [column.strip(" ") for column in columns] if strip else columns
 
 
 def _check_bio(tag: str) -> bool:
@@ -91,12 +120,15 @@ def read_columns(
     encoding: str = "utf-8",
     conllu: bool = False,
     check_columns: Optional[Callable[[int, int], None]] = None,
+    comment_prefix: Optional[str] = None,
+    strip: bool = True,
 ) -> TaggedCorpus:
     """Read a blank-line separated column file (the engine behind the CoNLL and citation readers).
 
     Args:
         path: the file (``.gz`` transparently).
-        separator: column separator; ``None`` splits on runs of whitespace.
+        separator: column separator; ``None`` splits on runs of ASCII blanks
+            (:func:`split_columns`).
         token_column: index of the token column.
         tag_column: index of the label column, or ``None`` for unlabeled files.
         num_columns: the number of columns every line must have; ``None`` takes the number
@@ -115,6 +147,10 @@ def read_columns(
         check_columns: called with the line number and the column count of the first token
             line (when ``num_columns`` is ``None``), before any later line is read; it raises
             when the file's layout is not the one expected (a file read after another one).
+        comment_prefix: lines starting with it are comments, skipped (``None``: no comment
+            lines; a sentence that begins with a lone ``#`` token gets a warning).
+        strip: strip each column of the spaces around it (:func:`split_columns`; a format
+            that refuses them, the citations', reads them unstripped).
 
     Returns:
         The sequences and their label vocabulary.
@@ -128,6 +164,8 @@ def read_columns(
         raise ValueError(f"tag_format must be 'any' or 'bio'; got {tag_format!r}")
     if num_columns is not None and num_columns < 1:
         raise ValueError(f"num_columns must be >= 1; got {num_columns}")
+    if comment_prefix is not None and (not isinstance(comment_prefix, str) or not comment_prefix.strip()):
+        raise ValueError(f"comment_prefix must be a non-blank string or None; got {comment_prefix!r}")
     vocab: Optional[Vocabulary]
     if labels is None or isinstance(labels, Vocabulary):
         vocab = labels
@@ -145,6 +183,8 @@ def read_columns(
     seen_docstart = False
     expected = num_columns
     first_line = ""  # the first token line (an ARFF header is named in errors)
+    first_number = 0
+    hashed: list[tuple[int, str]] = []  # sentence-initial lines of a lone '#' token
 
     numbers: list[int] = []  # every token's line (CoNLL-U skips lines inside a sentence)
 
@@ -168,9 +208,9 @@ def read_columns(
         if not line.strip():
             flush()
             continue
-        if conllu and line.startswith("#"):
+        if (conllu and line.startswith("#")) or (comment_prefix is not None and line.startswith(comment_prefix)):
             continue
-        cols = line.split(separator)
+        cols = split_columns(line, separator, strip)
         if conllu and ("-" in cols[0] or "." in cols[0]):
             continue  # a multiword token (its words follow) or an empty node
         if docstart != "token" and cols[0] == DOCSTART:
@@ -184,16 +224,23 @@ def read_columns(
                 document += 1
             seen_docstart = True
             continue
-        first_line = first_line or line
+        if not first_line:
+            first_line, first_number = line, number
+        if not tokens and not conllu and comment_prefix is None and cols[0] == "#":
+            hashed.append((number, line))
         if expected is None:
             expected = len(cols)
             if check_columns is not None:
                 check_columns(number, expected)
             if tag_column is not None and token_column % expected == tag_column % expected:
+                untagged = "is this file untagged?"
+                if separator is not None and separator not in line:
+                    untagged = (f"the line holds no {separator!r}: is the file separated by spaces? "
+                                "leave the separator out to split on blanks")
                 raise NoTagColumnError(
                     f"{path_s}:{number}: expected a token and a label column; got {expected} "
                     f"column(s), where token_column={token_column} and tag_column="
-                    f"{tag_column} are the same column (is this file untagged?)"
+                    f"{tag_column} are the same column ({untagged})"
                 )
             named = [("token_column", token_column), ("tag_column", tag_column)]
             named += [("feature_columns", c) for c in feature_columns or ()]
@@ -213,6 +260,10 @@ def read_columns(
                     )
         if len(cols) != expected:
             hint = "" if conllu else format_hint(first_line, line)  # ARFF or CoNLL-U
+            if not hint and num_columns is None and first_line.startswith("#") and comment_prefix is None:
+                hint = (f" (line {first_number}, {_short(first_line)}, set the column count: if lines "
+                        "starting with '#' are comments, pass --data.comments true to fit, --comments true to "
+                        "predict)")
             if not hint and separator is None and "\t" in line:
                 hint = (" (the line holds tabs: if a token may hold a space, separate the columns by "
                         "tabs alone: separator='\\t', --data.separator '\\t')")
@@ -255,6 +306,15 @@ def read_columns(
         numbers.append(number)
         feats.append(tuple(rest))
     flush()
+    if hashed:
+        number, line = hashed[0]
+        warnings.warn(
+            f"{path_s}:{number}: {len(hashed)} sentence(s) begin with a line whose first column "
+            f"is '#' ({_short(line)}), read as tokens{'' if tag_column is None else ' and tags'}; "
+            "if such lines are comments, pass --data.comments true to fit, --comments true to "
+            "predict",
+            stacklevel=2,
+        )
 
     if vocab is None:
         if tag_column is None:

@@ -81,8 +81,11 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         token_column: index of the token column.
         tag_column: index of the tag column (default: the last).
         feature_columns: columns used as features, e.g. ``[1]`` for a POS column (default: none).
-        separator: column separator (default: runs of whitespace; the two characters ``\\t`` mean
-            a tab).
+        separator: column separator (default: runs of blanks, space or tab; the two characters
+            ``\\t`` mean a tab). The columns are stripped of the spaces around them.
+        comments: lines that start with ``#`` are comments, skipped, in every file and in the
+            files ``structssl predict`` tags (default false: ``#`` can be a token; a sentence that
+            begins with a lone ``#`` then gets a warning naming this option).
         encoding: text encoding of the files.
         tag_scheme: ``auto`` (detect), ``bio``, ``iob1``, ``bioes``, ``bilou``, ``io``
             (entity types without prefixes; never detected) or ``plain``.
@@ -138,6 +141,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
         tag_column: int = -1,
         feature_columns: Optional[list[int]] = None,
         separator: Optional[str] = None,
+        comments: bool = False,
         encoding: str = "utf-8",
         tag_scheme: Literal["auto", "bio", "iob1", "bioes", "bilou", "io", "plain"] = "auto",
         layout: Literal["auto", "columns", "conllu"] = "auto",
@@ -200,7 +204,7 @@ class CoNLLDataModule(SemiSupervisedDataModule):
             token_column=token_column, tag_column=tag_column, feature_columns=feature_columns,
             separator=separator, encoding=encoding, tag_scheme=tag_scheme, min_count=min_count,
             window=window, word_clusters=word_clusters, two_view=two_view,
-            view_scheme=view_scheme, view_seed=seed, layout=layout,
+            view_scheme=view_scheme, view_seed=seed, layout=layout, comment_prefix="#" if comments else None,
         )
         self.two_view = self.format.two_view
 
