@@ -4,7 +4,9 @@ A checkpoint of a model trained on your own ARFF files (:class:`~structssl.data.
 or a Mulan set (:class:`~structssl.data.MulanDataModule`) keeps what prediction needs: the feature and label attribute names, and the
 training part's standardisation statistics. :class:`MultiLabelPredictor` loads one, reads a new
 ARFF file with the same feature attributes (the label attributes may be absent, or hold ``?``),
-standardises it as the training data was, and decodes it with the procedure's own decoding::
+standardises it as the training data was (a nominal attribute may declare values the model was
+not trained on: a row holding one is read as none of the model's values, with a warning), and
+decodes it with the procedure's own decoding::
 
     from structssl.predict_multilabel import MultiLabelPredictor
 
@@ -149,6 +151,11 @@ class MultiLabelPredictor:
             FileNotFoundError: ``input`` does not exist.
             ValueError: a malformed file (file and line), or feature attributes that differ
                 from the model's, by name or order (the first differing one named).
+
+        Warns:
+            UserWarning: rows holding a value of a nominal attribute that the model was not
+                trained on (the file declares it in addition to the model's values): they are
+                read as none of the model's values (all 0 in the attribute's one-hot columns).
         """
         from structssl.data.formats.arff import check_same_features, read_arff
         from structssl.metrics import MicroF1
@@ -157,7 +164,8 @@ class MultiLabelPredictor:
         if not input.is_file():
             what = "a directory, not a file" if input.is_dir() else "no such input file"
             raise FileNotFoundError(f"{what}: {input}")
-        data = read_arff(input, labels=list(self.label_names), missing_labels=True, one_hot=self.one_hot)
+        data = read_arff(input, labels=list(self.label_names), missing_labels=True, one_hot=self.one_hot,
+                         model_features=self.feature_names)
         check_same_features(input, data.feature_names, self.feature_names, "the model's")
         collective = constraints and getattr(self.model, "test_constraints", False) and (
             getattr(self.model, "constraints", None) is not None)

@@ -120,7 +120,11 @@ def test_read_arff_header_and_label_errors(tmp_path: Path) -> None:
     dense = _write(tmp_path / "t.arff", DENSE)
     with pytest.raises(
         ValueError,
-        match=re.escape(f"{dense}: expected label attributes ['C'] (from {xml}); not found"),
+        match=re.escape(
+            f"{dense}: expected the label attribute 'C' (from {xml}) among the file's attributes; "
+            "not found; of the labels given, the file has 'B'; the file's attributes: ['f1', "
+            "'f 2', 'colour', 'A', 'B']"
+        ),
     ):
         read_arff(dense, labels=xml)
     numeric_label = _write(
@@ -128,7 +132,11 @@ def test_read_arff_header_and_label_errors(tmp_path: Path) -> None:
         "@relation r\n@attribute x numeric\n@attribute A numeric\n@data\n1,0\n2,3\n",
     )
     with pytest.raises(
-        ValueError, match=re.escape(f"{numeric_label}:6: expected 0 or 1 for label 'A'; got 3")
+        ValueError,
+        match=re.escape(
+            f"{numeric_label}:6: expected 0 or 1 for label 'A'; got 3 ('A' is read as a label "
+            "because labels=['A'] names it; if 'A' is a feature, leave it out of the labels)"
+        ),
     ):
         read_arff(numeric_label, labels=("A",))
     nominal_label = _write(

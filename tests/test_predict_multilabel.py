@@ -191,7 +191,9 @@ def test_read_arff_missing_labels(tmp_path: Path) -> None:
     np.testing.assert_array_equal(data.X, [[1.5], [2.0]])
     np.testing.assert_array_equal(data.Y, [[1, -1], [-1, 1]])
     # a file holds every label attribute or none
-    with pytest.raises(ValueError, match=re.escape(f"{path}: expected label attributes ['C']; not found")):
+    with pytest.raises(ValueError, match=re.escape(
+            f"{path}: expected the label attribute 'C' among the file's attributes; not found; of "
+            "the labels given, the file has 'A', 'B', and a file holds all the label attributes or none")):
         read_arff(path, labels=("A", "B", "C"), missing_labels=True)
     none = tmp_path / "none.arff"
     none.write_text("@relation r\n@attribute a numeric\n@data\n1\n")
@@ -378,8 +380,9 @@ def test_arff_messages_of_round_6(tmp_path: Path) -> None:
     x, y = _data(6, 8)
     good = _arff(tmp_path / "g.arff", x, y)
     with pytest.raises(ValueError, match=re.escape(
-            f"{good}: expected label attributes ['politic']; not found (a file holds all the label "
-            "attributes or none; this one has ['sports'])")):
+            f"{good}: expected the label attribute 'politic' among the file's attributes; not found; "
+            "of the labels given, the file has 'sports', and a file holds all the label attributes "
+            "or none; the file's attributes: ['f0', 'f1', 'f2', 'f3', 'sports', 'news', 'rare']")):
         ArffDataModule(str(good), labels=["sports", "politic"]).setup()
     with pytest.raises(ValueError, match=re.escape(
             f"{good}: no row has its labels (every label '?', or no attribute named ['foo', 'bar'])")):
@@ -391,8 +394,10 @@ def test_arff_messages_of_round_6(tmp_path: Path) -> None:
     meka = tmp_path / "m.arff"
     meka.write_text("@relation 'x: -C 1'\n@attribute y {0,1}\n@attribute f numeric\n@data\n1,0.25\n")
     with pytest.raises(ValueError, match=re.escape(
-            f"{meka}:5: expected 0 or 1 for label 'f'; got 0.25 (the @relation line declares MEKA's "
-            "'-C 1': leave the labels out to read the labels it names)")):
+            f"{meka}:5: expected 0 or 1 for label 'f'; got 0.25 ('f' is read as a label because "
+            "labels=1 reads the last 1 attribute as labels: ['f']; if 'f' is a feature, give the "
+            "number of label attributes (--data.labels N) or their names; the @relation line "
+            "declares MEKA's '-C 1': leave the labels out to read the labels it names)")):
         ArffDataModule(str(meka), labels=1).setup()
     yesno = tmp_path / "yn.arff"
     yesno.write_text("@relation r\n@attribute f numeric\n@attribute y {yes,no}\n@data\n1,yes\n")
@@ -452,3 +457,141 @@ def test_rows_with_labels_are_scored_among_others(trained: tuple[Path, Path], tm
     only = predictor.predict_file(_arff(tmp_path / "l.arff", x[:50], y[:50]), tmp_path / "l.tsv",
                                   constraints=False)
     assert summary == {"examples": 60, "micro_f1": only["micro_f1"], "scored": 50}
+
+
+# ---------------------------------------------------------------------- messages that say the fix
+def _emotions_like(path: Path, relation: str = "my_music") -> Path:
+    """Six 0/1 labels after 20 real-valued features (the last of them, 'BHSUM3', not 0/1)."""
+    labels = ["amazed-suprised", "happy-pleased", "relaxing-calm", "quiet-still", "sad-lonely",
+              "angry-aggresive"]
+    header = [f"@relation {relation}"] + [f"@attribute F{i} numeric" for i in range(19)]
+    header += ["@attribute BHSUM3 numeric"] + [f"@attribute {n} {{0,1}}" for n in labels] + ["@data"]
+    rows = [",".join(["0.5"] * 19 + ["1.82364"] + ["0", "1", "0", "1", "0", "1"])] * 3
+    path.write_text("\n".join(header + rows) + "\n")
+    return path
+
+
+def test_no_label_count_names_the_labels_option(tmp_path: Path) -> None:
+    """Neither labels nor MEKA's '-C N': the message says to give --data.labels N or the names."""
+    from structssl.data import ArffDataModule
+
+    path = _emotions_like(tmp_path / "music.arff")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{path}: expected MEKA's label count '-C N' (N of the 26 attributes, the first N, or "
+            "the last -N) in the @relation name; got 'my_music'; or give the labels with "
+            "--data.labels N (labels=N: the last N attributes are the 0/1 labels) or their names "
+            "(--data.labels '[a, b]')")) as err:
+        ArffDataModule(str(path)).setup()
+    assert "\n" not in str(err.value)
+
+
+def test_wrong_label_count_says_which_attributes_are_read_as_labels(tmp_path: Path) -> None:
+    """labels=7 where the file has 6 labels: the feature before them is read as a label, and the
+    message says so (with the labels read), keeping file and line."""
+    from structssl.data import ArffDataModule
+
+    path = _emotions_like(tmp_path / "music.arff")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{path}:29: expected 0 or 1 for label 'BHSUM3'; got 1.82364 ('BHSUM3' is read as a "
+            "label because labels=7 reads the last 7 attributes as labels: ['BHSUM3', "
+            "'amazed-suprised', 'happy-pleased', 'relaxing-calm', 'quiet-still', 'sad-lonely', "
+            "'angry-aggresive']; if 'BHSUM3' is a feature, give the number of label attributes "
+            "(--data.labels N) or their names)")):
+        ArffDataModule(str(path), labels=7).setup()
+    with pytest.raises(ValueError, match=re.escape(  # a long list shortened
+            f"{path}:29: expected 0 or 1 for label 'F16'; got 0.5 ('F16' is read as a label because "
+            "labels=10 reads the last 10 attributes as labels: ['F16', 'F17', 'F18', '...', "
+            "'quiet-still', 'sad-lonely', 'angry-aggresive'];")):
+        ArffDataModule(str(path), labels=10).setup()
+    # MEKA's '-C N' of the wrong size: the @relation name is the cause
+    meka = _emotions_like(tmp_path / "meka.arff", "'music: -C -7'")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{meka}:29: expected 0 or 1 for label 'BHSUM3'; got 1.82364 ('BHSUM3' is read as a "
+            "label because the @relation name's '-C -7' reads the last 7 attributes as labels: ")):
+        ArffDataModule(str(meka)).setup()
+    # a non-binary nominal attribute named as a label
+    nominal = tmp_path / "n.arff"
+    nominal.write_text("@relation r\n@attribute f numeric\n@attribute mood {up,down}\n"
+                       "@attribute y {0,1}\n@data\n1,up,1\n")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{nominal}:3: expected label attribute 'mood' to be {{0,1}}; got {{up,down}} ('mood' "
+            "is read as a label because labels=['mood', 'y'] names it; if 'mood' is a feature, "
+            "leave it out of the labels)")):
+        ArffDataModule(str(nominal), labels=["mood", "y"]).setup()
+
+
+def test_label_name_typo_names_the_file_attributes(tmp_path: Path) -> None:
+    """A label name that is not an attribute: the message names it, the names found, the file's
+    attributes (shortened) and a close match."""
+    from structssl.data import ArffDataModule
+
+    path = _emotions_like(tmp_path / "music.arff")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{path}: expected the label attribute 'happy' among the file's attributes; not found "
+            "(did you mean 'happy-pleased'?); of the labels given, the file has 'sad-lonely', and "
+            "a file holds all the label attributes or none; the file's attributes: ['F0', 'F1', "
+            "'F2', 'F3', 'F4', 'F5', '...', 'amazed-suprised', 'happy-pleased', 'relaxing-calm', "
+            "'quiet-still', 'sad-lonely', 'angry-aggresive'] (26 in all)")):
+        ArffDataModule(str(path), labels=["happy", "sad-lonely"]).setup()
+    # several missing, each with its close match (difflib)
+    with pytest.raises(ValueError, match=re.escape(
+            "expected the label attributes 'sad-lonly', 'angry' among the file's attributes; not "
+            "found (did you mean 'sad-lonely' for 'sad-lonly', 'angry-aggresive' for 'angry'?); "
+            "of the labels given, the file has 'quiet-still'")):
+        ArffDataModule(str(path), labels=["sad-lonly", "quiet-still", "angry"]).setup()
+
+
+def _tempo(path: Path, values: str, rows: list[str]) -> Path:
+    path.write_text("@relation r\n@attribute f0 numeric\n@attribute f1 numeric\n"
+                    f"@attribute tempo {{{values}}}\n@attribute A {{0,1}}\n@attribute B {{0,1}}\n"
+                    "@data\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_predict_reads_an_unknown_nominal_value_as_none(tmp_path: Path) -> None:
+    """A new file whose nominal attribute declares a value the model was not trained on
+    (tempo {slow,medium,fast,presto}) is labeled: a row holding it is all 0 in the tempo columns
+    (as an unknown word), with one warning naming attribute, value, rows, file and line; the
+    other rows read as before, and a reordered value list changes nothing."""
+    rng = np.random.default_rng(12)
+    tempos = ["slow", "medium", "fast"]
+    rows = []
+    for i in range(40):
+        f0, f1 = rng.normal(size=2)
+        tempo = tempos[i % 3]
+        labels = f"{int(f0 > 0)},{int(tempo == 'fast')}" if i < 30 else "?,?"  # 10 unlabeled
+        rows.append(f"{f0:.3f},{f1:.3f},{tempo},{labels}")
+    train = _tempo(tmp_path / "train.arff", "slow,medium,fast", rows)
+    run = tmp_path / "run"
+    assert _main(["fit", "--config", str(OWN), "--data.train_file", str(train), "--data.labels", "2",
+                  "--trainer.max_epochs", "2", "--trainer.enable_progress_bar", "false",
+                  "--trainer.default_root_dir", str(run)]) in (0, None)
+    predictor = MultiLabelPredictor.load(run)
+    assert predictor.feature_names == ("f0", "f1", "tempo=fast", "tempo=medium", "tempo=slow")
+    new_rows = ["0.5,-1,slow,?,?", "-0.3,0.2,presto,?,?", "1.2,0.1,fast,?,?", "0.1,0.4,presto,?,?"]
+    new = _tempo(tmp_path / "new.arff", "slow,medium,fast,presto", new_rows)
+    with pytest.warns(UserWarning) as caught:
+        predictor.predict_file(new, tmp_path / "new.tsv", constraints=False)
+    assert [str(w.message) for w in caught] == [
+        f"{new}:4: attribute 'tempo' declares the value 'presto' which the model was not trained "
+        "on (the model's values: fast, medium, slow); 2 rows holding it (the first at line 9) are "
+        "read as none of the model's values (all 0 in the tempo=... columns, as an unknown word)"]
+    got = (tmp_path / "new.tsv").read_text().splitlines()
+    # the presto rows: the model's decoding of all-0 tempo columns; the others as in a file
+    # declaring the model's values (here reordered: fast,slow,medium)
+    raw = np.array([[0.5, -1, 0, 0, 1], [-0.3, 0.2, 0, 0, 0], [1.2, 0.1, 1, 0, 0], [0.1, 0.4, 0, 0, 0]])
+    labels, _ = predictor.predict(raw, constraints=False)
+    assert got[1:] == ["\t".join(str(int(v)) for v in row) for row in labels]
+    known = _tempo(tmp_path / "known.arff", "fast,slow,medium", [new_rows[0], new_rows[2]])
+    predictor.predict_file(known, tmp_path / "known.tsv", constraints=False)  # no warning
+    assert (tmp_path / "known.tsv").read_text().splitlines()[1:] == [got[1], got[3]]
+    # a declared but unused extra value changes nothing, silently
+    unused = _tempo(tmp_path / "unused.arff", "presto,slow,medium,fast", [new_rows[0], new_rows[2]])
+    predictor.predict_file(unused, tmp_path / "unused.tsv", constraints=False)
+    assert (tmp_path / "unused.tsv").read_text() == (tmp_path / "known.tsv").read_text()
+    # a value of the model's left out of the file's list: refused, naming the value
+    fewer = _tempo(tmp_path / "fewer.arff", "slow,fast", [new_rows[0]])
+    with pytest.raises(ValueError, match=re.escape(
+            f"{fewer}:4: expected attribute 'tempo' to declare the values the model was trained on "
+            "(fast, medium, slow; any order); got {slow,fast}, without 'medium'")):
+        predictor.predict_file(fewer, tmp_path / "fewer.tsv")

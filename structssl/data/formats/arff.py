@@ -29,7 +29,9 @@ ARFF format of Weka (Witten et al.).
 
 from __future__ import annotations
 
+import difflib
 import re
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,6 +170,26 @@ _HEADER_ERRORS = {
 }
 
 
+def _shorten(items: Seq[str], head: int = 3, tail: int = 3) -> list[str]:
+    """``items``, or its first ``head`` and last ``tail`` around ``'...'`` when much longer."""
+    items = list(items)
+    return items if len(items) <= head + tail + 2 else items[:head] + ["..."] + items[-tail:]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _close_match(name: str, candidates: Seq[str]) -> str:
+    """The candidate closest to a misspelt ``name`` (difflib), else one holding it
+    (``'happy'`` -> ``'happy-pleased'``); ``""`` if none is close."""
+    close = difflib.get_close_matches(name, candidates, n=1)
+    if close:
+        return close[0]
+    low = name.lower()
+    return next((c for c in candidates if len(low) >= 3 and low in c.lower()), "")
+
+
 def _unquote(text: str) -> str:
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         return text[1:-1]
@@ -227,6 +249,7 @@ def read_arff(
     num_labels: Optional[int] = None,
     missing_labels: bool = False,
     one_hot: bool = False,
+    model_features: Seq[str] = (),
 ) -> MultiLabelData:
     """Read a (Mulan) ARFF file, dense or sparse, with liac-arff.
 
@@ -247,6 +270,12 @@ def read_arff(
             value, named ``attribute=value``, the values sorted (so that files listing them in
             another order read alike); without it, the 0-based position of its value in the
             header's list.
+        model_features: with ``one_hot``, the feature names of a trained model: a nominal
+            attribute the model has ``attribute=value`` columns for is read into those columns
+            (in their order); a value the file declares in addition is one the model was not
+            trained on, and a row holding it is all 0 in them (as an unknown word in a tagger),
+            with one warning per attribute (file, attribute line, the values, the rows). A
+            value of the model's that the file does not declare is an error.
 
     Returns:
         A :class:`MultiLabelData` with X (n, d) float64 and Y (n, K) int64 (-1: unknown, with
@@ -255,6 +284,9 @@ def read_arff(
     Raises:
         ValueError: a malformed header or row (file and 1-based line named), a label attribute
             missing from the file or not binary.
+
+    Warns:
+        UserWarning: with ``model_features``, rows holding nominal values the model lacks.
     """
     if label_location not in ("xml", "end", "meka"):
         raise ValueError(f"label_location must be 'xml', 'end' or 'meka'; got {label_location!r}")
@@ -314,7 +346,9 @@ def read_arff(
         if not found or count == 0 or abs(count) >= len(names):
             raise ValueError(
                 f"{path}: expected MEKA's label count '-C N' (N of the {len(names)} attributes, "
-                f"the first N, or the last -N) in the @relation name; got {relation!r}"
+                f"the first N, or the last -N) in the @relation name; got {relation!r}; or give "
+                "the labels with --data.labels N (labels=N: the last N attributes are the 0/1 "
+                "labels) or their names (--data.labels '[a, b]')"
             )
         label_idx = list(range(count)) if count > 0 else list(range(len(names) + count, len(names)))
     elif label_location == "end":
@@ -328,12 +362,28 @@ def read_arff(
     else:
         assert label_set is not None
         missing = [n for n in label_set if n not in names]
-        if missing and (not missing_labels or len(missing) < len(label_set)):
-            some = ("" if not missing_labels else
-                    f" (a file holds all the label attributes or none; this one has "
-                    f"{[n for n in label_set if n in names]})")
-            raise ValueError(f"{path}: expected label attributes {missing}{xml_name}; not found{some}")
         wanted = set(label_set)
+        if missing and (not missing_labels or len(missing) < len(label_set)):
+            others = [n for n in names if n not in wanted]
+            guesses = [(n, _close_match(n, others)) for n in missing]
+            guesses = [(n, g) for n, g in guesses if g]
+            if len(missing) == 1 and guesses:
+                guess = f" (did you mean {guesses[0][1]!r}?)"
+            else:
+                guess = (f" (did you mean {', '.join(f'{g!r} for {n!r}' for n, g in guesses)}?)"
+                         if guesses else "")
+            found = [n for n in label_set if n in names]
+            has = (f"; of the labels given, the file has {', '.join(repr(n) for n in found)}"
+                   if found else "")
+            if found and missing_labels:
+                has += ", and a file holds all the label attributes or none"
+            shown = _shorten(names, 6, 6)
+            raise ValueError(
+                f"{path}: expected the label attribute{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(repr(n) for n in missing)}{xml_name} among the file's attributes; not "
+                f"found{guess}{has}; the file's attributes: {shown}"
+                f"{f' ({len(names)} in all)' if len(shown) < len(names) else ''}"
+            )
         label_idx = [i for i, n in enumerate(names) if n in wanted]
 
     data = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))  # None -> nan
@@ -347,7 +397,7 @@ def read_arff(
         )
         if missing_labels and rows[r][c] is None:  # '?' in a feature: are the labels right?
             read = [names[i] for i in label_idx]
-            shown = read if len(read) <= 8 else read[:3] + ["..."] + read[-3:]
+            shown = _shorten(read)
             problem += (f"; {names[c]!r} is read as a feature, and only label attributes may be "
                         f"'?' (the labels read: {shown}; if {names[c]!r} is a label, name the "
                         f"labels again: labels=, --data.labels)")
@@ -360,20 +410,39 @@ def read_arff(
     feature_idx = [i for i in range(len(names)) if i not in set(label_idx)]
     Y = data[:, label_idx]
     meka = re.search(r"(?:^|\s|:)-C\s+(-?\d+)", str(arff["relation"]))
-    hint = (f" (the @relation line declares MEKA's '-C {meka.group(1)}': leave the labels out "
-            "to read the labels it names)" if meka and label_location != "meka" else "")
+    hint = (f"; the @relation line declares MEKA's '-C {meka.group(1)}': leave the labels out "
+            "to read the labels it names" if meka and label_location != "meka" else "")
+
+    def why_label(name: str) -> str:
+        """Why ``name`` is read as a label (the labels option), for a value that is not 0/1."""
+        read = _shorten([names[i] for i in label_idx])
+        if label_location == "end":
+            because = (f"labels={num_labels} reads the last {_plural(len(label_idx), 'attribute')} "
+                       f"as labels: {read}; if {name!r} is a feature, give the number of label "
+                       "attributes (--data.labels N) or their names")
+        elif label_location == "meka":
+            because = (f"the @relation name's '-C {count}' reads the "
+                       f"{'first' if count > 0 else 'last'} {_plural(abs(count), 'attribute')} as "
+                       f"labels: {read}; if {name!r} is a feature, give the labels with "
+                       "--data.labels N (the last N attributes) or their names")
+        else:
+            given = f"the label XML file {labels}" if xml_name else f"labels={_shorten(label_set or ())}"
+            because = f"{given} names it; if {name!r} is a feature, leave it out of the labels"
+        return f" ({name!r} is read as a label because {because}{hint})"
+
     for j, i in enumerate(label_idx):
         kind = attributes[i][1]
         if isinstance(kind, list) and sorted(kind) != ["0", "1"]:
             raise ValueError(
                 f"{path}:{lines.attribute_lines[i]}: expected label attribute {names[i]!r} to be "
-                f"{{0,1}}; got {{{','.join(kind)}}}{hint}"
+                f"{{0,1}}; got {{{','.join(kind)}}}{why_label(names[i])}"
             )
         bad = ~(np.isin(Y[:, j], (0.0, 1.0)) | (np.isnan(Y[:, j]) if missing_labels else False))
         if bad.any():
             k = int(bad.argmax())
             raise ValueError(
-                f"{path}:{row_lines[k]}: expected 0 or 1 for label {names[i]!r}; got {Y[k, j]:g}{hint}"
+                f"{path}:{row_lines[k]}: expected 0 or 1 for label {names[i]!r}; got {Y[k, j]:g}"
+                f"{why_label(names[i])}"
             )
     Y = np.where(np.isnan(Y), -1.0, Y)  # '?' labels (missing_labels): unknown
     label_names = tuple(names[i] for i in label_idx)
@@ -386,7 +455,11 @@ def read_arff(
         kind = attributes[i][1]
         if one_hot and isinstance(kind, list) and sorted(kind) != ["0", "1"]:
             expanded.append(names[i])
-            for value in sorted(kind):  # data holds the value's position in the header's list
+            values = sorted(kind)
+            if model_features:
+                values = _model_values(path, lines.attribute_lines[i], names[i], kind, data[:, i],
+                                       row_lines, model_features, set(names)) or values
+            for value in values:  # data holds the value's position in the header's list
                 columns.append((data[:, i] == kind.index(value)).astype(np.float64))
                 feature_names.append(f"{names[i]}={value}")
         else:
@@ -401,6 +474,50 @@ def read_arff(
         lines=tuple(row_lines),
         one_hot=tuple(expanded),
     )
+
+
+def _model_values(
+    path: PathLike,
+    line: int,
+    name: str,
+    kind: list[str],
+    column: np.ndarray,
+    row_lines: Seq[int],
+    model_features: Seq[str],
+    attribute_names: set[str],
+) -> list[str]:
+    """The values of nominal attribute ``name`` a model has ``name=value`` columns for, in the
+    model's order ([] if none: the file's own values are read); a row holding a value the model
+    lacks is read as none of them, with a warning; a value of the model's the file does not
+    declare is an error. ``column`` holds each row's position of its value in ``kind``."""
+    prefix = f"{name}="
+    trained = [f[len(prefix):] for f in model_features
+               if f.startswith(prefix) and f not in attribute_names]
+    if not trained:
+        return []
+    undeclared = [v for v in trained if v not in kind]
+    if undeclared:
+        raise ValueError(
+            f"{path}:{line}: expected attribute {name!r} to declare the values the model was "
+            f"trained on ({', '.join(_shorten(trained, 6, 6))}; any order); got "
+            f"{{{','.join(_shorten(kind, 6, 6))}}}, without "
+            f"{', '.join(repr(v) for v in undeclared)}"
+        )
+    unknown = [v for v in kind if v not in trained]
+    held = np.isin(column, [float(kind.index(v)) for v in unknown])
+    if held.any():
+        n = int(held.sum())
+        warnings.warn(
+            f"{path}:{line}: attribute {name!r} declares the value{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(v) for v in _shorten(unknown))} which the model was not trained "
+            f"on (the model's values: {', '.join(_shorten(trained, 6, 6))}); {_plural(n, 'row')} holding "
+            f"{'them' if len(unknown) > 1 else 'it'} (the first at line "
+            f"{row_lines[int(held.argmax())]}) {'is' if n == 1 else 'are'} read as none of the "
+            f"model's values (all 0 in the {prefix}... columns, as an unknown word)",
+            UserWarning,
+            stacklevel=4,
+        )
+    return trained
 
 
 def check_same_features(path: PathLike, names: Seq[str], expected: Seq[str], what: str) -> None:
