@@ -24,6 +24,9 @@ entity, as conlleval does; it is not dropped or repaired); it continues over the
 gold entity has the same first token, last token and type. Precision = correct / predicted,
 recall = correct / gold, F1 = 2 P R / (P + R), all micro-averaged over types (per-type values
 with ``output="all"``). Sentences are the batch rows (the blank lines of conlleval's input).
+With ``scheme="io"`` (a model of IO files, whose predictions are written back in IO) the tags
+are read as their IO output reads them: a ``B-X`` directly after a ``B-X`` / ``I-X`` continues
+that entity, so adjacent entities of one type merge into one (IO cannot tell them apart).
 
 **Brackets (BracketF1).** A tree is its set of labelled spans ``(start, end, symbol)`` (rows of
 the :class:`~structssl.structures.cky.CKY` labels layout, rows ``>= 2 * length - 1`` are padding).
@@ -59,6 +62,8 @@ __all__ = [
 ]
 
 _O, _B, _I = 0, 1, 2
+#: the span tag schemes (:mod:`structssl.data.tag_schemes`) :class:`SpanF1` reads BIO tags as
+_SPAN_SCHEMES = ("bio", "iob1", "bioes", "bilou", "io")
 
 
 def _shape(x: object) -> object:
@@ -227,7 +232,9 @@ def _parse_tags(tags: Sequence[str]) -> tuple[list[int], list[int], tuple[str, .
     return kinds, types, tuple(names)
 
 
-def bio_entities(labels: Tensor, lengths: Tensor, kinds: Tensor, types: Tensor) -> Tensor:
+def bio_entities(
+    labels: Tensor, lengths: Tensor, kinds: Tensor, types: Tensor, merge_adjacent: bool = False
+) -> Tensor:
     """Entities of BIO-tagged sentences, conlleval semantics (see the module docstring).
 
     Args:
@@ -235,6 +242,9 @@ def bio_entities(labels: Tensor, lengths: Tensor, kinds: Tensor, types: Tensor) 
         lengths: (B,) long.
         kinds: (C,) long, 0 / 1 / 2 for ``O`` / ``B-`` / ``I-`` tags.
         types: (C,) long entity type of each tag (-1 for ``O``).
+        merge_adjacent: read the tags as IO reads them: a ``B-X`` right after a tag of type
+            ``X`` continues that entity (``B-X B-X`` and ``B-X I-X B-X`` are one entity), as
+            ``to_bio(from_bio(tags, "io"), "io")`` of :mod:`structssl.data.tag_schemes` gives.
 
     Returns:
         (M, 4) long rows ``(example, first, last, type)`` in row-major order.
@@ -246,7 +256,9 @@ def bio_entities(labels: Tensor, lengths: Tensor, kinds: Tensor, types: Tensor) 
     prev_kind = torch.cat([kind.new_full((b, 1), _O), kind[:, :-1]], dim=1)
     prev_type = torch.cat([etype.new_full((b, 1), -1), etype[:, :-1]], dim=1)
     inside = kind != _O
-    start = inside & ((kind == _B) | (prev_kind == _O) | (etype != prev_type))
+    start = inside & ((prev_kind == _O) | (etype != prev_type))
+    if not merge_adjacent:
+        start |= inside & (kind == _B)
     cont = inside & ~start  # an I-X continuing the entity on its left
     next_cont = torch.cat([cont[:, 1:], cont.new_zeros(b, 1)], dim=1)
     end = inside & ~next_cont
@@ -270,6 +282,11 @@ class SpanF1(_CountMetric):
             ``precision/X``, ``recall/X``, ``f1/X``.
         key_prefix: prepended to every key of the ``"all"`` dict (``"span_"`` gives
             ``span_f1``, ``span_precision/PER``, ...; how :func:`task_metrics` logs them).
+        scheme: the tag scheme of the data the BIO tags stand for
+            (:mod:`structssl.data.tag_schemes`): ``"io"`` scores the entities as the IO output
+            reads them, adjacent entities of one type merged (``B-PER B-PER`` is one entity;
+            module docstring); the other span schemes convert to and from BIO exactly and score
+            the BIO entities as they are.
         kwargs: passed to ``torchmetrics.Metric``.
 
     Attributes:
@@ -285,6 +302,7 @@ class SpanF1(_CountMetric):
         tags: Sequence[str],
         output: Literal["f1", "precision", "recall", "all"] = "f1",
         key_prefix: str = "",
+        scheme: str = "bio",
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)
@@ -292,12 +310,15 @@ class SpanF1(_CountMetric):
             raise ValueError(
                 f"output must be one of 'f1', 'precision', 'recall', 'all'; got {output!r}"
             )
+        if scheme not in _SPAN_SCHEMES:
+            raise ValueError(f"scheme must be one of {list(_SPAN_SCHEMES)}; got {scheme!r}")
         if not isinstance(key_prefix, str):
             raise TypeError(f"key_prefix must be a str; got {type(key_prefix).__name__}")
         kinds, types, self.entity_types = _parse_tags(tags)
         self.tags = tuple(tags)
         self.output = output
         self.key_prefix = key_prefix
+        self.scheme = scheme
         self.register_buffer("kinds", torch.tensor(kinds, dtype=torch.long), persistent=False)
         self.register_buffer("types", torch.tensor(types, dtype=torch.long), persistent=False)
         size = max(len(self.entity_types), 1)
@@ -324,8 +345,9 @@ class SpanF1(_CountMetric):
                     f"[{int(used.min())}, {int(used.max())}]"
                 )
         kinds, types = self.kinds.to(preds.device), self.types.to(preds.device)
-        pred = bio_entities(preds.clamp(0, c - 1), lengths, kinds, types)  # (M_p, 4)
-        gold = bio_entities(target.clamp(0, c - 1), lengths, kinds, types)
+        merge = self.scheme == "io"
+        pred = bio_entities(preds.clamp(0, c - 1), lengths, kinds, types, merge)  # (M_p, 4)
+        gold = bio_entities(target.clamp(0, c - 1), lengths, kinds, types, merge)
         rows, shared = _multiset_overlap(pred, gold)
         size = self.tp.shape[0]
         self.tp += torch.zeros_like(self.tp).index_add_(0, rows[:, 3], shared)
@@ -605,7 +627,7 @@ TASKS: tuple[str, ...] = ("sequence", "bio", "multiclass", "multilabel", "tree")
 
 
 def task_metrics(
-    task: Task, prefix: str = "", tags: Optional[Sequence[str]] = None
+    task: Task, prefix: str = "", tags: Optional[Sequence[str]] = None, scheme: str = "bio"
 ) -> MetricCollection:
     """The standard metrics of a task as a ``MetricCollection`` logged as ``{prefix}{name}``.
 
@@ -626,7 +648,9 @@ def task_metrics(
 
     Call ``metrics.update(preds, target, lengths=lengths)`` (metrics without ``lengths``
     ignore it) and log ``metrics.compute()``; use one collection per stage, e.g.
-    ``task_metrics("bio", "val/", CONLL2002_LABELS)`` gives ``val/span_f1``.
+    ``task_metrics("bio", "val/", CONLL2002_LABELS)`` gives ``val/span_f1``. ``scheme`` (task
+    ``bio``): the data's tag scheme, :class:`SpanF1`'s (``"io"`` merges adjacent entities of
+    one type, as the IO output does).
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}; got {task!r}")
@@ -641,7 +665,7 @@ def task_metrics(
         assert tags is not None
         metrics = {
             "token_accuracy": TokenAccuracy(),
-            "span": SpanF1(tags, output="all", key_prefix="span_"),
+            "span": SpanF1(tags, output="all", key_prefix="span_", scheme=scheme),
             "exact_match": ExactMatch(),
             "proportions": LabelProportions(tags),
         }

@@ -425,6 +425,71 @@ def test_span_precision_recall_per_type_by_hand() -> None:
     }
 
 
+def test_span_f1_io_scheme_reads_spans_as_the_io_output() -> None:
+    """A model of IO files predicts BIO, written back in IO, where adjacent spans of one type
+    are one run (``B-PER B-PER`` -> ``PER PER``): with ``scheme="io"`` SpanF1 scores them as
+    that one span (as ``structssl predict`` scores its IO output); with ``"bio"`` (and the
+    other schemes) they stay two spans."""
+    gold = torch.tensor([[1, 2, 0, 3, 4, 3, 0]])  # PER(0..1), LOC(3..5): IO's PER PER O LOC LOC LOC
+    pred = torch.tensor([[1, 1, 0, 3, 4, 3, 1]])  # B-PER B-PER O B-LOC I-LOC B-LOC B-PER
+    bio = SpanF1(TAGS, output="all")
+    bio.update(pred, gold)
+    out = {k: float(v) for k, v in bio.compute().items()}
+    # BIO spans: pred PER(0) PER(1) LOC(3..4) LOC(5) PER(6), gold PER(0..1) LOC(3..4) LOC(5)
+    assert out["precision"] == pytest.approx(2 / 5) and out["recall"] == pytest.approx(2 / 3)
+    assert out["f1/PER"] == 0.0
+    bio_f1 = out["f1"]
+    io = SpanF1(TAGS, output="all", scheme="io")
+    io.update(pred, gold)
+    out = {k: float(v) for k, v in io.compute().items()}
+    # IO spans: pred PER(0..1) LOC(3..5) PER(6), gold PER(0..1) LOC(3..5)
+    assert out["precision"] == pytest.approx(2 / 3) and out["recall"] == 1.0
+    assert out["f1/PER"] == pytest.approx(2 / 3) and out["f1/LOC"] == 1.0
+    assert (int(io.n_pred.sum()), int(io.n_gold.sum())) == (3, 2)
+    for scheme in ("iob1", "bioes", "bilou"):
+        other = SpanF1(TAGS, scheme=scheme)
+        other.update(pred, gold)
+        assert float(other.compute()) == pytest.approx(bio_f1)
+    # adjacent spans of different types stay apart; a stray I-X after O still starts one
+    one = SpanF1(TAGS, scheme="io")
+    one.update(torch.tensor([[1, 3, 0, 2, 1]]), torch.tensor([[1, 3, 0, 1, 2]]))
+    assert float(one.compute()) == 1.0
+    metrics = task_metrics("bio", "test/", TAGS, scheme="io")
+    metrics.update(pred, gold, lengths=torch.tensor([7]))
+    assert float(metrics.compute()["test/span_f1"]) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match=r"scheme must be one of \[.*'io'\]; got 'plain'"):
+        SpanF1(TAGS, scheme="plain")
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_span_f1_io_scheme_equals_scoring_the_io_round_trip(data: st.DataObject) -> None:
+    """``scheme="io"`` counts what plain BIO span F1 counts on the tags written in IO and read
+    back (``to_bio(from_bio(tags, "io"), "io")``, how ``structssl predict`` scores IO files)."""
+    from structssl.data.tag_schemes import from_bio, to_bio
+
+    b = data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(1, 8))
+    rows = st.lists(st.lists(st.integers(0, 4), min_size=n, max_size=n), min_size=b, max_size=b)
+    pred, gold = torch.tensor(data.draw(rows)), torch.tensor(data.draw(rows))
+    lengths = torch.tensor(data.draw(st.lists(st.integers(0, n), min_size=b, max_size=b)))
+
+    def round_trip(ids: torch.Tensor) -> torch.Tensor:
+        out = ids.clone()
+        for row, tags in zip(out, _tags(ids, lengths)):
+            back = to_bio(from_bio(tags, "io"), "io")
+            row[: len(back)] = torch.tensor([TAGS.index(t) for t in back], dtype=torch.long)
+        return out
+
+    io = SpanF1(TAGS, output="all", scheme="io")
+    io.update(pred, gold, lengths)
+    reference = SpanF1(TAGS, output="all")
+    reference.update(round_trip(pred), round_trip(gold), lengths)
+    assert (io.tp.tolist(), io.n_pred.tolist(), io.n_gold.tolist()) == (
+        reference.tp.tolist(), reference.n_pred.tolist(), reference.n_gold.tolist()
+    )
+
+
 def test_label_proportions_counts_valid_positions_and_accumulates() -> None:
     metric = LabelProportions(3)
     metric.update(torch.tensor([[0, 1, 2, 2]]), torch.tensor([[0, 0, 0, 1]]), torch.tensor([3]))

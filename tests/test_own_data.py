@@ -5,6 +5,7 @@ Every test writes its own small files; nothing here needs ``../shared``.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from pathlib import Path
@@ -178,6 +179,46 @@ def test_io_tags_train_as_spans_and_come_back_without_prefixes(tmp_path: Path) -
     (tmp_path / "bad.io").write_text("Aspirina B-DRUG\ncada O\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.io:1: expected an IO tag .*got 'B-DRUG'"):
         CoNLLDataModule(train_file=str(tmp_path / "bad.io"), tag_scheme="io").setup()
+
+
+def test_io_fit_scores_spans_as_predict_does(tmp_path: Path) -> None:
+    """An IO model predicts BIO, and ``B-DRUG B-DRUG`` (two spans in BIO) is written back as
+    ``DRUG DRUG``, one span in IO: fit's test span F1 scores the spans as the IO output reads
+    them, so it equals ``structssl predict``'s on the same checkpoint and file (it counted two
+    spans, a lower score, while predict counted one)."""
+    from structssl.metrics import SpanF1
+
+    rng = random.Random(0)
+    # no two drugs / doses side by side in training: the model learns B- for every drug name
+    train = [s for s in (_sentence(rng) for _ in range(80))
+             if all(a != b or a[0] != "B" for (_, a), (_, b) in itertools.pairwise(s))][:40]
+    _write(tmp_path / "t.io", train, scheme="io")
+    test = [[("tomar", "O"), ("Aspirina", "B-DRUG"), ("Morfina", "I-DRUG"), ("cada", "O")],
+            [("Ibuprofeno", "B-DRUG"), ("Paracetamol", "I-DRUG"), ("10mg", "B-DOSE")],
+            [("el", "O"), ("5mg", "B-DOSE"), ("20mg", "I-DOSE")]]
+    test += [_sentence(rng) for _ in range(5)]
+    _write(tmp_path / "e.io", test, scheme="io")
+    out = tmp_path / "run"
+    with mock.patch("sys.argv", ["structssl"]):
+        cli = cli_main(["fit", f"--config={CONFIG}", f"--data.train_file={tmp_path / 't.io'}",
+                        f"--data.test_file={tmp_path / 'e.io'}", "--data.tag_scheme=io",
+                        f"--trainer.default_root_dir={out}", "--trainer.max_epochs=2",
+                        "--trainer.enable_progress_bar=false",
+                        "--trainer.enable_model_summary=false"])
+    fit_f1 = float(cli.trainer.callback_metrics["test/span_f1"])
+    tagger = Tagger.load(out)
+    summary = tagger.tag_file(tmp_path / "e.io", tmp_path / "pred.io")
+    assert fit_f1 == pytest.approx(summary["span_f1"], abs=1e-6)
+    # the case at stake: the BIO prediction has adjacent spans of one type, which BIO scoring
+    # (the other schemes') counts apart, below the IO score
+    dm = cli.datamodule
+    batch = dm.collate(dm.splits["test"])
+    with torch.no_grad():
+        predicted = tagger.model.decode(batch)
+    assert predicted[0, 1:3].tolist() == [dm.tags.index("B-DRUG")] * 2
+    bio = SpanF1(dm.tags)
+    bio.update(predicted, batch["labels"], batch["lengths"])
+    assert float(bio.compute()) < fit_f1
 
 
 def test_plain_tags_give_token_accuracy(tmp_path: Path) -> None:

@@ -364,10 +364,10 @@ class StructuredModule(pl.LightningModule):
         self._train_size = 0
         self.automatic_optimization = False
         self._scorer_takes_lengths = _takes(scorer, "lengths")
-        self._set_task(task or "sequence")
         #: the data format the model was trained on (a plain dict, kept in checkpoints; e.g. a
         #: :class:`~structssl.data.tagging.TaggingFormat`'s state): what prediction needs
         self.data_format: Optional[dict[str, Any]] = None
+        self._set_task(task or "sequence")
         #: the data module's class path and options of the fit (``structssl fit`` sets it; kept
         #: in checkpoints): what ``structssl test`` compares where there is no data format
         self.data_options: Optional[dict[str, Any]] = None
@@ -379,9 +379,25 @@ class StructuredModule(pl.LightningModule):
 
     def _set_task(self, task: Task) -> None:
         self.task = task
-        self.train_metrics = task_metrics(task, "train/", self.tags)
-        self.val_metrics = task_metrics(task, "val/", self.tags)
-        self.test_metrics = task_metrics(task, "test/", self.tags)
+        # span F1 reads the spans as the data's scheme writes them back: in IO, adjacent spans
+        # of one type are one (structssl predict scores its IO output so)
+        self._span_scheme = self._data_scheme()
+        self.train_metrics = task_metrics(task, "train/", self.tags, self._span_scheme)
+        self.val_metrics = task_metrics(task, "val/", self.tags, self._span_scheme)
+        self.test_metrics = task_metrics(task, "test/", self.tags, self._span_scheme)
+
+    def _data_scheme(self) -> str:
+        """How the span metrics read spans: ``"io"`` for a model of IO data (:attr:`data_format`'s
+        scheme), else ``"bio"`` (the other schemes convert to and from BIO exactly)."""
+        scheme = self.data_format.get("scheme") if isinstance(self.data_format, dict) else None
+        return "io" if scheme == "io" else "bio"
+
+    def _adopt_format(self, data_format: dict[str, Any] | None) -> None:
+        """Keep the data format of the fit (the data module's, or a checkpoint's); the metrics
+        are rebuilt when its tag scheme changes how they read spans."""
+        self.data_format = data_format
+        if self.task == "bio" and self._data_scheme() != self._span_scheme:
+            self._set_task(self.task)
 
     def _save_configuration(self) -> None:
         """Keep the constructor's configuration in checkpoints (``hparams``).
@@ -489,7 +505,7 @@ class StructuredModule(pl.LightningModule):
         if saved.get("sizes"):
             self.adopt_sizes(saved["sizes"])
         if saved.get("data_format") is not None:
-            self.data_format = saved["data_format"]
+            self._adopt_format(saved["data_format"])
         if saved.get("data_options") is not None:
             self.data_options = saved["data_options"]
         self._previous_objective = saved.get("previous_objective")
@@ -742,7 +758,7 @@ class StructuredModule(pl.LightningModule):
                 raise user_error(str(err)) from None
         saved_format = getattr(dm, "saved_format", None)
         if saved_format is not None:
-            self.data_format = saved_format()
+            self._adopt_format(saved_format())
         expected = getattr(self.structure, "num_labels", None)
         got = getattr(dm, "num_labels", None)
         if expected is not None and got and expected != got:
