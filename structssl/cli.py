@@ -176,8 +176,9 @@ def _predict(argv: Sequence[str]) -> int:
     parser.add_argument("--constraints", type=Optional[bool], default=None,
                         help="multi-label classifiers: decode with the procedure's corpus "
                         "constraints, the file as one corpus (default true, as structssl test); "
-                        "false: each row alone. Taggers trained by CoDL: decode with its "
-                        "constraint-guided search (default: its constrained_decoding)")
+                        "false: each row alone. Taggers trained by CoDL or label switching: "
+                        "decode with their constraint-guided search (default: their "
+                        "constrained_decoding)")
     cfg = parser.parse_args(list(argv))
     from pathlib import Path
 
@@ -201,8 +202,8 @@ def _predict(argv: Sequence[str]) -> int:
             if not hasattr(tagger.model, "constrained_decoding"):
                 raise ValueError(
                     f"--constraints applies to multi-label classifiers and to taggers trained by "
-                    f"CoDL (CoDLModule, its constraint-guided search); this tagger was trained by "
-                    f"{type(tagger.model).__name__}, which decodes without constraints"
+                    f"CoDL or label switching (their constraint-guided search); this tagger was "
+                    f"trained by {type(tagger.model).__name__}, which decodes without constraints"
                 )
             tagger.model.constrained_decoding = cfg.constraints
         summary = tagger.tag_file(cfg.input, sys.stdout if to_stdout else cfg.output,

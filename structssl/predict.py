@@ -310,7 +310,8 @@ class Tagger:
             kbest: also find the 2nd .. k-th best tag sequences (1: none).
 
         The tags are the procedure's decoding (``model.decode``: the Viterbi path, or for a
-        :class:`~structssl.training.CoDLModule` with ``constrained_decoding`` the
+        :class:`~structssl.training.CoDLModule` or
+        :class:`~structssl.training.LabelSwitchingModule` with ``constrained_decoding`` the
         constraint-guided one); confidences and alternatives are the model's marginals and
         k-best list without constraints.
         """

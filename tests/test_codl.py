@@ -385,3 +385,61 @@ def test_constraints_bound_to_labels_in_another_order_fail_at_setup():
     with pytest.raises(ValueError, match=r"the constraints are bound to the labels \['c', 'b', 'a'\], "
                                          r"the data's labels are \['a', 'b', 'c'\] \(label index order\)"):
         _trainer(1).fit(module, datamodule=_TinyData())
+
+
+# ---------------------------------------------------------------------- label switching decodes so too
+def _switching(**kwargs):
+    from structssl.training.label_switching import LabelSwitchingModule
+
+    pl.seed_everything(0)
+    options = dict(C=1.0, supervised_epochs=1, lbfgs_max_iter=4, penalty_scale=2.0, search_k=8)
+    options.update(kwargs)
+    return LabelSwitchingModule(
+        LinearChain(3), LinearChainScorer(3, input_dim=3, init_std=0.01),
+        ConstraintSet([AtMostOnce("a"), WordLabels(words=["x"], labels=["b"]),
+                       LabelProportion("a", 0.3)]), **options,
+    )
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_label_switching_decodes_with_the_instance_constraints():
+    """The search moved from CoDL to LabelSwitchingModule, which CoDL extends: a label
+    switching model with ``constrained_decoding`` decodes with its instance-level constraints
+    (the corpus-level LabelProportion is not per example), and exactly: with every labeling
+    as a candidate it is the brute-force best of ``s(y) - penalty_scale P(y)``."""
+    module = _switching(constrained_decoding=True, search_k=27)
+    _trainer(2).fit(module, datamodule=_TinyData())
+    dm = _TinyData()
+    dm.setup("fit")
+    test = dm.collate(dm.splits["test"][:6])
+    got = module.decode(test)
+    assert torch.equal(got, module.guided_argmax(test))
+    instance = module.constraints.select(level="instance")
+    with torch.no_grad():
+        pot = module.structure.edge_potentials(module.potentials(test), test["lengths"])
+    for i in range(got.shape[0]):
+        n = int(test["lengths"][i])
+        best, best_y = -float("inf"), None
+        for y in itertools.product(range(3), repeat=n):
+            labels = torch.tensor([y])
+            score = float(module.structure.score(pot[i : i + 1, :n], labels, test["lengths"][i : i + 1]))
+            score -= 2.0 * float(instance.instance_penalty(labels, test["lengths"][i : i + 1], [test["tokens"][i]]))
+            if score > best + 1e-9:
+                best, best_y = score, y
+        assert tuple(got[i, :n].tolist()) == best_y
+    module.constrained_decoding = False
+    plain, _ = module.structure.argmax(module.potentials(test), test["lengths"])
+    assert torch.equal(module.decode(test), plain)
+
+
+def test_label_switching_constrained_decoding_needs_instance_constraints():
+    from structssl.training.label_switching import LabelSwitchingModule
+
+    scorer = LinearChainScorer(3, input_dim=3)
+    with pytest.raises(ValueError, match="constrained_decoding needs a LinearChain and a ConstraintSet with instance-level constraints"):
+        LabelSwitchingModule(LinearChain(3), scorer, ConstraintSet([LabelProportion("a", 0.3)]),
+                             constrained_decoding=True)
+    with pytest.raises(ValueError, match="got LinearChain and no constraints"):
+        LabelSwitchingModule(LinearChain(3), scorer, None, constrained_decoding=True)
+    with pytest.raises(ValueError, match="search_k must be an int >= 1"):
+        LabelSwitchingModule(LinearChain(3), scorer, None, search_k=0)

@@ -1007,6 +1007,29 @@ def test_codl_decodes_dev_with_its_constraints(corpus: dict[str, Any], tmp_path:
     assert outputs["false"] != outputs["true"]  # the search changes some tags here
 
 
+def test_label_switching_decodes_with_its_constraints(corpus: dict[str, Any], tmp_path: Path) -> None:
+    """The constraint-guided decoding is label switching's too (``constrained_decoding``, the
+    config's instance-level NER rules; its corpus-level ones are not per sentence), and
+    ``structssl predict --constraints false|true`` switches it."""
+    root = corpus["root"]
+    with mock.patch("sys.argv", ["structssl"]):
+        cli = cli_main([
+            "fit", f"--config={CONFIG.parent / 'tagger_ssl_label_switching.yaml'}",
+            f"--data.train_file={root / 'TRAIN.conll'}", f"--data.dev_file={root / 'DEV.conll'}",
+            f"--data.unlabeled_file={root / 'UNLABELED.txt'}", f"--trainer.default_root_dir={tmp_path}",
+            "--trainer.max_epochs=2", "--model.init_args.supervised_epochs=1",
+            "--model.init_args.lbfgs_max_iter=5", "--model.init_args.constrained_decoding=true",
+            "--data.word_clusters=[2, 4]", "--trainer.enable_progress_bar=false",
+            "--trainer.enable_model_summary=false", "--num_threads=1",
+        ])
+    model, batch = cli.model, cli.datamodule.collate(cli.datamodule.splits["dev"])
+    with torch.no_grad():
+        assert torch.equal(model.decode(batch), model.guided_argmax(batch))
+    for flag in ("false", "true"):
+        assert main(["predict", "--model", str(tmp_path), "--input", str(root / "DEV.conll"),
+                     "--output", str(tmp_path / f"p_{flag}.conll"), "--constraints", flag]) == 0
+
+
 @pytest.mark.parametrize("which", ["train", "dev", "missing"])
 def test_fit_reports_a_bad_data_file_without_traceback(
     tmp_path: Path, which: str, capsys: pytest.CaptureFixture[str]
@@ -1092,7 +1115,7 @@ def test_predict_constraints_is_refused_for_a_tagger_without_a_constrained_searc
     assert main(["predict", "--model", str(run_dir), "--input", str(text), "--output",
                  str(tmp_path / "out.conll"), "--constraints", "true"]) == 2
     err = capsys.readouterr().err
-    assert "--constraints applies to multi-label classifiers and to taggers trained by CoDL" in err
+    assert "--constraints applies to multi-label classifiers and to taggers trained by CoDL or label switching" in err
     assert "this tagger was trained by SupervisedModule" in err
 
 

@@ -31,21 +31,22 @@ model's ``decode``, so with the search when ``constrained_decoding`` is on (``--
 true|false`` switches it); its ``--confidence`` and ``--kbest`` columns are the unconstrained
 model's marginals and k-best list.
 
-The module reuses :class:`~structssl.training.label_switching.LabelSwitchingModule`'s
-machinery: the unlabeled labels ``Y`` stored per example (``index``), the whole unlabeled set
+The constraint-guided search (:meth:`guided_argmax`, ``constrained_decoding``,
+``penalty_scale``, ``search_k``) is :class:`~structssl.training.label_switching.
+LabelSwitchingModule`'s, shared with label switching, which can decode with it too. The module
+reuses the rest of its machinery: the unlabeled labels ``Y`` stored per example (``index``), the whole unlabeled set
 in every step (one batch or length chunks), the per-epoch ``history`` and the checks at setup.
 Its state (``Y``, ``w0``) is saved in checkpoints.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
 
-from structssl.constraints import ConstraintSet, kbest_search
+from structssl.constraints import ConstraintSet
 from structssl.structures.base import Structure
 from structssl.structures.linear_chain import LinearChain
 from structssl.training.label_switching import LabelSwitchingModule
@@ -119,43 +120,17 @@ class CoDLModule(LabelSwitchingModule):
                 f"alone); got corpus-level {corpus} (use LabelSwitchingModule, or CCCPModule for "
                 f"LabelProportion and ExpectedCount)"
             )
-        for name, value, low, high in (("gamma", gamma, 0.0, 1.0), ("penalty_scale", penalty_scale, 0.0, float("inf"))):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-                raise ValueError(f"{name} must be a number in [{low}, {high}]; got {value!r}")
-        if isinstance(search_k, bool) or not isinstance(search_k, int) or search_k < 1:
-            raise ValueError(f"search_k must be an int >= 1; got {search_k!r}")
+        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must be a number in [0.0, 1.0]; got {gamma!r}")
         super().__init__(  # label switching's own options fixed: no switching here
             structure, scorer, constraints, loss, C=C, Cu=Cu,
             supervised_epochs=supervised_epochs, max_switches=None, max_passes=1, block_size=None,
-            num_trials=1, bonus=0.0, seed=0, **kwargs,
+            num_trials=1, bonus=0.0, seed=0, constrained_decoding=constrained_decoding,
+            penalty_scale=penalty_scale, search_k=search_k, **kwargs,
         )
         self.gamma = float(gamma)
-        self.penalty_scale = float(penalty_scale)
-        self.search_k = search_k
-        self.constrained_decoding = bool(constrained_decoding)
         #: the supervised weights w0 (set at the first round)
         self._w0: Optional[list[Tensor]] = None
-
-    def setup(self, stage: str) -> None:
-        super().setup(stage)
-        self._check_evaluation_tokens()
-
-    def _check_evaluation_tokens(self) -> None:
-        """Fail at setup, not at the first step, when the constraint-guided decoding needs the
-        tokens of examples that do not carry them (labeled: the training metrics; dev, test)."""
-        needing = [c.name for c in self.constraints or [] if c.needs_tokens]
-        dm = self._datamodule()
-        splits = getattr(dm, "splits", None)
-        if not (self.constrained_decoding and needing and isinstance(splits, dict)):
-            return
-        for name in ("labeled", "dev", "test"):  # the training metrics decode labeled batches
-            examples = splits.get(name) or []
-            if examples and "tokens" not in examples[0]:
-                raise ValueError(
-                    f"constrained_decoding with the token constraints {needing} needs {name} "
-                    f"examples that carry 'tokens'; {type(dm).__name__}'s carry "
-                    f"{sorted(examples[0])} (set constrained_decoding=False)"
-                )
 
     # ------------------------------------------------------------------ checkpoints
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -170,65 +145,6 @@ class CoDLModule(LabelSwitchingModule):
     # ------------------------------------------------------------------ the search
     def _weights(self) -> list[nn.Parameter]:
         return [p for p in self.scorer.parameters() if p.requires_grad]
-
-    def guided_argmax(self, batch: Batch) -> Tensor:
-        """``argmax_y s(y) - rho P(y)`` per example of a batch, (B, N) labels. No autograd.
-
-        The rules linear in the parts (word, first-label and punctuation-transition rules)
-        are folded into the potentials (:meth:`ConstraintSet.fold_penalties`: soft ones as
-        penalties, hard ones as ``-inf``), so they are exact; the rest (global rules such as
-        ``AtMostOnce``) rerank the ``search_k`` best labelings of the folded potentials. An
-        example where no candidate meets the hard constraints keeps the plain argmax, and a
-        warning (once per module) says how many there were."""
-        constraints = self.constraints
-        assert isinstance(constraints, ConstraintSet)
-        lengths = batch["lengths"]
-        tokens = batch.get("tokens")
-        with torch.no_grad():
-            plain = self.structure.edge_potentials(self.span_constrained(self.potentials(batch), lengths), lengths)
-            # rules linear in the parts go into the potentials: the search is exact for them
-            pot, rest = constraints.fold_penalties(plain, lengths, tokens, self.penalty_scale)
-
-            def rows_tokens(rows: Tensor) -> Optional[list[Any]]:
-                return None if tokens is None else [tokens[i] for i in rows.tolist()]
-
-            def bonus(labels: Tensor, lens: Tensor, rows: Tensor) -> Tensor:
-                return -self.penalty_scale * rest.instance_penalty(labels, lens, rows_tokens(rows))
-
-            def reject(labels: Tensor, lens: Tensor, rows: Tensor) -> Tensor:
-                return rest.hard_violated(labels, lens, rows_tokens(rows))
-
-            hard = any(c.hard for c in rest)
-            result = kbest_search(
-                self.structure, pot, lengths, bonus, pot.new_zeros(lengths.shape[0]),
-                k=self.search_k, reject=reject if hard else None, adaptive=True,
-            )
-            labels, infeasible = result.labels, ~result.feasible
-            if bool(infeasible.any()):
-                labels = torch.where(infeasible.unsqueeze(1), self.structure.argmax(plain, lengths)[0], labels)
-                self._warn_infeasible(int(infeasible.sum()), int(lengths.shape[0]))
-        return labels
-
-    def _warn_infeasible(self, count: int, total: int) -> None:
-        """Say (once per module) that examples kept the plain argmax: no candidate met the
-        hard constraints."""
-        if getattr(self, "_warned_infeasible", False):
-            return
-        self._warned_infeasible = True
-        hard = [c.name for c in self.constraints or [] if c.hard]
-        warnings.warn(
-            f"{type(self).__name__}: {count} of {total} examples of a batch have no labeling "
-            f"among the search_k={self.search_k} best that meets the hard constraints {hard}; "
-            "they keep the plain argmax, which breaks them (raise search_k, or make a rule soft "
-            "with a large weight). Said once per model.",
-            stacklevel=2,
-        )
-
-    def decode(self, batch: Batch) -> Tensor:
-        """The argmax labels, or with ``constrained_decoding`` the constraint-guided ones."""
-        if self.constrained_decoding:
-            return self.guided_argmax(batch)
-        return super().decode(batch)
 
     # ------------------------------------------------------------------ a round
     def switch(self, unlabeled: Any) -> dict[str, Any]:

@@ -50,12 +50,14 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from typing import Any, Literal, Optional
 
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 
+from structssl.constraints import ConstraintSet, kbest_search
 from structssl.inference.label_switching import (
     SymbolProportion,
     label_switching,
@@ -109,6 +111,13 @@ class LabelSwitchingModule(StructuredModule):
         guide: a :class:`~structssl.constraints.ConstraintSet` whose penalties guide the first
             labeling ``Y`` (module docstring; sequences only), or None (the model's argmax, the
             paper's step 4). Bound to the data's label names at setup like ``constraints``.
+        constrained_decoding: decode evaluation and prediction batches (:meth:`decode`) with
+            the constraint-guided search ``argmax_y s(y) - penalty_scale P(y)`` over the
+            instance-level constraints (:meth:`guided_argmax`; sequences; not in seed 003,
+            whose SSVM-LS decodes with the plain argmax). ``structssl predict --constraints
+            true|false`` switches it for one prediction.
+        penalty_scale: ``rho`` of that search, >= 0.
+        search_k: candidates of its k-best search per example, >= 1.
         **kwargs: the options of :class:`~structssl.training.modules.StructuredModule`
             (``optimizer``, ``lr``, ``lbfgs_max_iter``, ``lbfgs_history``, ``momentum``,
             ``regularize_bias``, ``num_labeled``, ``num_unlabeled``, ``task``, ``tags``).
@@ -144,6 +153,9 @@ class LabelSwitchingModule(StructuredModule):
         bonus: float = 100.0,
         seed: int = 0,
         guide: Any = None,
+        constrained_decoding: bool = False,
+        penalty_scale: float = 1.0,
+        search_k: int = 16,
         **kwargs: Any,
     ) -> None:
         super().__init__(structure, scorer, C, C if Cu is None else Cu, **kwargs)
@@ -159,6 +171,22 @@ class LabelSwitchingModule(StructuredModule):
                 )
         self.constraints = constraints
         self.guide = _check_guide(guide, structure)
+        if isinstance(penalty_scale, bool) or not isinstance(penalty_scale, (int, float)) or penalty_scale < 0:
+            raise ValueError(f"penalty_scale must be a number in [0.0, inf]; got {penalty_scale!r}")
+        if isinstance(search_k, bool) or not isinstance(search_k, int) or search_k < 1:
+            raise ValueError(f"search_k must be an int >= 1; got {search_k!r}")
+        if constrained_decoding and not (
+            isinstance(structure, LinearChain) and isinstance(constraints, ConstraintSet)
+            and constraints.select(level="instance").constraints
+        ):
+            raise ValueError(
+                "constrained_decoding needs a LinearChain and a ConstraintSet with instance-level "
+                f"constraints (it decodes each example with them); got {type(structure).__name__} and "
+                f"{'no constraints' if constraints is None else type(constraints).__name__ + ' ' + str(getattr(constraints, 'names', ''))}"
+            )
+        self.penalty_scale = float(penalty_scale)
+        self.search_k = search_k
+        self.constrained_decoding = bool(constrained_decoding)
         self.supervised_epochs = _count(supervised_epochs, "supervised_epochs", 0, allow_none=False)
         self.max_switches = _count(max_switches, "max_switches", 0)
         self.max_passes = _count(max_passes, "max_passes", 1, allow_none=False)
@@ -194,6 +222,24 @@ class LabelSwitchingModule(StructuredModule):
             self.constraints = self.bind_constraints(self.constraints, stage == "fit")
         if self.guide is not None:
             self.guide = self.bind_constraints(self.guide, estimate_targets=False)
+        self._check_evaluation_tokens()
+
+    def _check_evaluation_tokens(self) -> None:
+        """Fail at setup, not at the first step, when the constraint-guided decoding needs the
+        tokens of examples that do not carry them (labeled: the training metrics; dev, test)."""
+        needing = [c.name for c in self.constraints or [] if getattr(c, "needs_tokens", False)]
+        dm = self._datamodule()
+        splits = getattr(dm, "splits", None)
+        if not (self.constrained_decoding and needing and isinstance(splits, dict)):
+            return
+        for name in ("labeled", "dev", "test"):  # the training metrics decode labeled batches
+            examples = splits.get(name) or []
+            if examples and "tokens" not in examples[0]:
+                raise ValueError(
+                    f"constrained_decoding with the token constraints {needing} needs {name} "
+                    f"examples that carry 'tokens'; {type(dm).__name__}'s carry "
+                    f"{sorted(examples[0])} (set constrained_decoding=False)"
+                )
 
     def _check_data_module(self, dm: Any) -> None:
         """Fail at setup, not after an epoch, when the data cannot be label-switched."""
@@ -236,6 +282,68 @@ class LabelSwitchingModule(StructuredModule):
         self.last_budget_exhausted = bool(
             state.get("last_budget_exhausted", self.last_budget_exhausted)
         )
+
+    # ------------------------------------------------------------------ constrained decoding
+    def guided_argmax(self, batch: Batch) -> Tensor:
+        """``argmax_y s(y) - rho P(y)`` per example of a batch, (B, N) labels, with ``P`` the
+        instance-level constraints' penalties and ``rho`` ``penalty_scale``. No autograd.
+
+        The rules linear in the parts (word, first-label and punctuation-transition rules)
+        are folded into the potentials (:meth:`ConstraintSet.fold_penalties`: soft ones as
+        penalties, hard ones as ``-inf``), so they are exact; the rest (global rules such as
+        ``AtMostOnce``) rerank the ``search_k`` best labelings of the folded potentials. An
+        example where no candidate meets the hard constraints keeps the plain argmax, and a
+        warning (once per module) says how many there were."""
+        constraints = self.constraints
+        assert isinstance(constraints, ConstraintSet)
+        constraints = constraints.select(level="instance")  # corpus rules are not per example
+        lengths = batch["lengths"]
+        tokens = batch.get("tokens")
+        with torch.no_grad():
+            plain = self.structure.edge_potentials(self.span_constrained(self.potentials(batch), lengths), lengths)
+            # rules linear in the parts go into the potentials: the search is exact for them
+            pot, rest = constraints.fold_penalties(plain, lengths, tokens, self.penalty_scale)
+
+            def rows_tokens(rows: Tensor) -> Optional[list[Any]]:
+                return None if tokens is None else [tokens[i] for i in rows.tolist()]
+
+            def bonus(labels: Tensor, lens: Tensor, rows: Tensor) -> Tensor:
+                return -self.penalty_scale * rest.instance_penalty(labels, lens, rows_tokens(rows))
+
+            def reject(labels: Tensor, lens: Tensor, rows: Tensor) -> Tensor:
+                return rest.hard_violated(labels, lens, rows_tokens(rows))
+
+            hard = any(c.hard for c in rest)
+            result = kbest_search(
+                self.structure, pot, lengths, bonus, pot.new_zeros(lengths.shape[0]),
+                k=self.search_k, reject=reject if hard else None, adaptive=True,
+            )
+            labels, infeasible = result.labels, ~result.feasible
+            if bool(infeasible.any()):
+                labels = torch.where(infeasible.unsqueeze(1), self.structure.argmax(plain, lengths)[0], labels)
+                self._warn_infeasible(int(infeasible.sum()), int(lengths.shape[0]))
+        return labels
+
+    def _warn_infeasible(self, count: int, total: int) -> None:
+        """Say (once per module) that examples kept the plain argmax: no candidate met the
+        hard constraints."""
+        if getattr(self, "_warned_infeasible", False):
+            return
+        self._warned_infeasible = True
+        hard = [c.name for c in self.constraints or [] if c.hard]
+        warnings.warn(
+            f"{type(self).__name__}: {count} of {total} examples of a batch have no labeling "
+            f"among the search_k={self.search_k} best that meets the hard constraints {hard}; "
+            "they keep the plain argmax, which breaks them (raise search_k, or make a rule soft "
+            "with a large weight). Said once per model.",
+            stacklevel=2,
+        )
+
+    def decode(self, batch: Batch) -> Tensor:
+        """The argmax labels, or with ``constrained_decoding`` the constraint-guided ones."""
+        if self.constrained_decoding:
+            return self.guided_argmax(batch)
+        return super().decode(batch)
 
     # ------------------------------------------------------------------ phases
     @property
