@@ -460,7 +460,10 @@ def read_arff(
                 values = _model_values(path, lines.attribute_lines[i], names[i], kind, data[:, i],
                                        row_lines, model_features, set(names)) or values
             for value in values:  # data holds the value's position in the header's list
-                columns.append((data[:, i] == kind.index(value)).astype(np.float64))
+                if value not in kind:  # a model's value the file does not declare: no row has it
+                    columns.append(np.zeros(len(rows)))
+                else:
+                    columns.append((data[:, i] == kind.index(value)).astype(np.float64))
                 feature_names.append(f"{names[i]}={value}")
         else:
             columns.append(data[:, i])
@@ -489,20 +492,13 @@ def _model_values(
     """The values of nominal attribute ``name`` a model has ``name=value`` columns for, in the
     model's order ([] if none: the file's own values are read); a row holding a value the model
     lacks is read as none of them, with a warning; a value of the model's the file does not
-    declare is an error. ``column`` holds each row's position of its value in ``kind``."""
+    declare is held by no row (its column all 0). ``column`` holds each row's position of its
+    value in ``kind``."""
     prefix = f"{name}="
     trained = [f[len(prefix):] for f in model_features
                if f.startswith(prefix) and f not in attribute_names]
     if not trained:
         return []
-    undeclared = [v for v in trained if v not in kind]
-    if undeclared:
-        raise ValueError(
-            f"{path}:{line}: expected attribute {name!r} to declare the values the model was "
-            f"trained on ({', '.join(_shorten(trained, 6, 6))}; any order); got "
-            f"{{{','.join(_shorten(kind, 6, 6))}}}, without "
-            f"{', '.join(repr(v) for v in undeclared)}"
-        )
     unknown = [v for v in kind if v not in trained]
     held = np.isin(column, [float(kind.index(v)) for v in unknown])
     if held.any():
