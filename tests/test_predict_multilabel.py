@@ -593,3 +593,23 @@ def test_predict_reads_an_unknown_nominal_value_as_none(tmp_path: Path) -> None:
     fewer = _tempo(tmp_path / "fewer.arff", "slow,fast", [new_rows[0]])
     predictor.predict_file(fewer, tmp_path / "fewer.tsv", constraints=False)
     assert (tmp_path / "fewer.tsv").read_text().splitlines()[1] == got[1]
+
+
+def test_a_dev_file_with_another_nominal_value_list_is_read(tmp_path: Path) -> None:
+    """At fit too (dev, test and unlabeled files): a value the training file does not declare is
+    read as none of its values with the warning, one it lacks is no row's; before, the file was
+    refused ("feature attribute 3 is 'tempo=presto', the training file's is 'tempo=slow'")."""
+    from structssl.data import ArffDataModule
+
+    rows = [f"{i % 3 * 0.5},{i % 2},{['slow', 'medium', 'fast'][i % 3]},{i % 2},{(i + 1) % 2}" for i in range(12)]
+    train = _tempo(tmp_path / "train.arff", "slow,medium,fast", rows)
+    dev = _tempo(tmp_path / "dev.arff", "fast,presto,slow", ["0.5,1,presto,1,0", "0,0,slow,0,1"])
+    dm = ArffDataModule(train_file=str(train), dev_file=str(dev), labels=2, standardize=False)
+    with pytest.warns(UserWarning, match=r"dev.arff:4: attribute 'tempo' declares the value 'presto'.*1 row holding it \(the first at line 8\)"):
+        dm.setup("fit")
+    names = dm.saved_format()["feature_names"]
+    cols = [i for i, n in enumerate(names) if n.startswith("tempo=")]
+    assert [names[i] for i in cols] == ["tempo=fast", "tempo=medium", "tempo=slow"]
+    presto, slow = dm.splits["dev"][0]["inputs"], dm.splits["dev"][1]["inputs"]
+    assert presto[cols].tolist() == [0.0, 0.0, 0.0]  # none of the training file's values
+    assert slow[cols].tolist() == [0.0, 0.0, 1.0]  # medium, which the dev file lacks: no row's

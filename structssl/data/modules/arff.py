@@ -94,14 +94,17 @@ class ArffDataModule(SemiSupervisedDataModule):
         self.data_dir = data_dir
         self._format: Optional[dict[str, Any]] = None
 
-    def _read(self, split: str, label_names: Optional[tuple[str, ...]] = None) -> MultiLabelData:
+    def _read(self, split: str, train: Optional[MultiLabelData] = None) -> MultiLabelData:
         """A split's file; the training file by ``labels``, the others by the training file's
-        label names (absent label attributes and ``?`` read as -1)."""
+        (``train``) label names (absent label attributes and ``?`` read as -1) and its nominal
+        values (a value the training file does not declare is read as none of them, with a
+        warning)."""
         name = self.files[split]
         assert name is not None
         path = split_file(name, split, _EXPECTED.format(split), self.data_dir)
-        if label_names is not None:
-            return read_arff(path, labels=list(label_names), missing_labels=True, one_hot=True)
+        if train is not None:
+            return read_arff(path, labels=list(train.label_names), missing_labels=True, one_hot=True,
+                             model_features=train.feature_names)
         if self.labels is None:
             return read_arff(path, label_location="meka", missing_labels=True, one_hot=True)
         if isinstance(self.labels, int):
@@ -134,7 +137,7 @@ class ArffDataModule(SemiSupervisedDataModule):
         self.num_labels = len(train.label_names)
         unlabeled_x = [train.X[~labeled]]
         if self.files["unlabeled"]:
-            extra = self._read("unlabeled", train.label_names)
+            extra = self._read("unlabeled", train)
             check_same_features(self.files["unlabeled"], extra.feature_names, names[0], "the training file's")
             if (extra.Y >= 0).any():
                 row = int((extra.Y >= 0).any(1).argmax())
@@ -147,7 +150,7 @@ class ArffDataModule(SemiSupervisedDataModule):
         evaluation: dict[str, MultiLabelData] = {}
         for split in ("dev", "test"):
             if self.files[split]:
-                data = self._read(split, train.label_names)
+                data = self._read(split, train)
                 check_same_features(self.files[split], data.feature_names, names[0], "the training file's")
                 if (data.Y < 0).any():
                     row = int((data.Y < 0).any(1).argmax())
