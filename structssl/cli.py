@@ -290,6 +290,10 @@ def _cli_class() -> Any:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("parser_class", StructSSLParser)
+            given = kwargs.get("args")
+            #: the command line's words (the model options given there are checked against a
+            #: checkpoint's in _parse_ckpt_path)
+            self._words = [str(w) for w in (sys.argv[1:] if given is None else given) if isinstance(w, str)]
             super().__init__(*args, **kwargs)
 
         def instantiate_classes(self) -> None:
@@ -361,7 +365,34 @@ def _cli_class() -> Any:
                 except (OSError, ValueError) as err:  # the user's path: one line, no traceback
                     err._structssl_data_error = True  # type: ignore[attr-defined]
                     raise
+            model = self.config[sub].get("model") if sub else None
+            before = model.clone() if hasattr(model, "clone") else None
             super()._parse_ckpt_path()
+            if sub in ("validate", "test") and before is not None and self.config[sub].get("ckpt_path"):
+                self._warn_replaced_options(sub, before, self.config[sub].get("model"))
+
+        def _warn_replaced_options(self, sub: str, before: Any, after: Any) -> None:
+            """Lightning rebuilds the model from the checkpoint's hyper-parameters, over the
+            command line's: a ``--model.*`` option given there with another value than the
+            checkpoint's is said not to apply, rather than evaluate another model than asked."""
+            replaced = []
+            for option in sorted({w.split("=", 1)[0] for w in self._words if w.startswith("--model.")}):
+                key = option[len("--model."):]
+                try:
+                    given, saved = before.get(key), after.get(key)
+                except (AttributeError, KeyError, TypeError):
+                    continue
+                if given != saved:
+                    replaced.append(f"{option}={given!r} (saved: {saved!r})")
+            if replaced:
+                from pytorch_lightning.utilities.rank_zero import rank_zero_warn
+
+                rank_zero_warn(
+                    f"structssl {sub}: {', '.join(replaced)} on the command line do not apply: the "
+                    f"model is rebuilt from the hyper-parameters saved in "
+                    f"{self.config[sub]['ckpt_path']} and evaluated as it was trained (a tagger's "
+                    "constraint-guided decoding switches with structssl predict --constraints true|false)"
+                )
 
         def before_instantiate_classes(self) -> None:
             config = self._sub()

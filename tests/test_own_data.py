@@ -633,6 +633,23 @@ def test_predict_command_matches_test_metric(corpus: dict[str, Any], run_dir: Pa
         assert abs(tested - span_f1) < 0.01
 
 
+def test_test_says_model_options_on_the_command_line_do_not_apply(
+    corpus: dict[str, Any], run_dir: Path, tmp_path: Path
+) -> None:
+    """Lightning rebuilds the model from the checkpoint's hyper-parameters over the command
+    line's, so ``--model.init_args.X`` did nothing, silently (a label-switching model's
+    ``constrained_decoding=true`` scored as without it)."""
+    root = corpus["root"]
+    with pytest.warns(UserWarning, match=r"structssl test: --model.init_args.C=5.0 \(saved: 1.0\) on the command line "
+                                         r"do not apply: the model is rebuilt from the hyper-parameters saved in .*best.ckpt"):
+        main([
+            "test", f"--config={CONFIG}", f"--data.train_file={root / 'TRAIN.conll'}",
+            f"--data.dev_file={root / 'DEV.conll'}", f"--data.test_file={root / 'NEW.conll'}",
+            f"--ckpt_path={run_dir / 'checkpoints' / 'best.ckpt'}", "--model.init_args.C=5",
+            f"--trainer.default_root_dir={tmp_path}", "--trainer.enable_progress_bar=false",
+        ])
+
+
 def test_test_and_validate_refuse_what_would_give_a_silent_or_wrong_score(
     corpus: dict[str, Any], run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
