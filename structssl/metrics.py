@@ -58,6 +58,7 @@ __all__ = [
     "BracketF1",
     "LabelProportions",
     "bio_entities",
+    "io_label_map",
     "task_metrics",
 ]
 
@@ -180,18 +181,50 @@ class _CountMetric(Metric):
 
 
 # ---------------------------------------------------------------------- token accuracy
+def _relabel(label_map: Optional[Tensor], *labels: Tensor) -> tuple[Tensor, ...]:
+    """``labels`` through ``label_map`` (label id -> the id compared; ``None``: unchanged)."""
+    if label_map is None:
+        return labels
+    return tuple(label_map.to(x.device)[x.long()] for x in labels)
+
+
+def _check_label_map(label_map: Optional[Sequence[int]]) -> Optional[Tensor]:
+    if label_map is None:
+        return None
+    out = torch.as_tensor(list(label_map), dtype=torch.long)
+    if out.dim() != 1 or out.numel() == 0:
+        raise ValueError(f"label_map must be a non-empty list of label ids; got {list(label_map)!r}")
+    return out
+
+
+def io_label_map(tags: Sequence[str]) -> list[int]:
+    """For each BIO tag the id of its IO reading (``B-X`` and ``I-X`` -> the id of the first
+    tag of type ``X``; other tags themselves): what an IO tagger's output tells apart."""
+    first: dict[str, int] = {}
+    out = []
+    for i, tag in enumerate(tags):
+        kind = tag[2:] if tag[:2] in ("B-", "I-") else None
+        out.append(i if kind is None else first.setdefault(kind, i))
+    return out
+
+
 class TokenAccuracy(_CountMetric):
     """Fraction of valid positions whose predicted label equals the target.
 
     ``update(preds, target, lengths=None)`` with preds, target (B, N) integer labels and
     lengths (B,) (default: all N).
+
+    Args:
+        label_map: label id -> the id compared (e.g. :func:`io_label_map`: an IO tagger's
+            ``B-X`` and ``I-X`` are one tag); default: the labels themselves.
     """
 
     correct: Tensor
     total: Tensor
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, label_map: Optional[Sequence[int]] = None, **kwargs: object) -> None:
         super().__init__(**kwargs)
+        self.label_map = _check_label_map(label_map)
         self._count("correct")
         self._count("total")
 
@@ -202,6 +235,7 @@ class TokenAccuracy(_CountMetric):
             preds, target: (B, N); lengths: (B,).
         """
         preds, target, valid = _sequence_pair(preds, target, lengths)
+        preds, target = _relabel(self.label_map, preds, target)
         self.correct += ((preds == target) & valid).sum()
         self.total += valid.sum()
 
@@ -489,15 +523,17 @@ class ExactMatch(_CountMetric):
 
     Args:
         tree: read ``lengths`` as sentence lengths of the CKY span layout.
+        label_map: label id -> the id compared, for (B, N) tags (see :class:`TokenAccuracy`).
         kwargs: passed to ``torchmetrics.Metric``.
     """
 
     correct: Tensor
     total: Tensor
 
-    def __init__(self, tree: bool = False, **kwargs: object) -> None:
+    def __init__(self, tree: bool = False, label_map: Optional[Sequence[int]] = None, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.tree = bool(tree)
+        self.label_map = _check_label_map(label_map)
         self._count("correct")
         self._count("total")
 
@@ -510,6 +546,7 @@ class ExactMatch(_CountMetric):
         preds, target = _pair(preds, target)
         if preds.dim() == 0:
             raise ValueError("preds must have a batch dimension; got a 0-dim tensor")
+        preds, target = _relabel(self.label_map, preds, target)
         b = preds.shape[0]
         same = (preds == target).reshape(b, -1) if preds.dim() > 1 else (preds == target).view(b, 1)
         if lengths is not None:
@@ -650,7 +687,8 @@ def task_metrics(
     ignore it) and log ``metrics.compute()``; use one collection per stage, e.g.
     ``task_metrics("bio", "val/", CONLL2002_LABELS)`` gives ``val/span_f1``. ``scheme`` (task
     ``bio``): the data's tag scheme, :class:`SpanF1`'s (``"io"`` merges adjacent entities of
-    one type, as the IO output does).
+    one type, as the IO output does, and token accuracy and exact match compare entity types,
+    ``B-X`` and ``I-X`` alike, as the IO output reads).
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}; got {task!r}")
@@ -663,10 +701,11 @@ def task_metrics(
         metrics = {"token_accuracy": TokenAccuracy(), "exact_match": ExactMatch()}
     elif task == "bio":
         assert tags is not None
+        same = io_label_map(tags) if scheme == "io" else None  # IO: B-X and I-X are one tag
         metrics = {
-            "token_accuracy": TokenAccuracy(),
+            "token_accuracy": TokenAccuracy(label_map=same),
             "span": SpanF1(tags, output="all", key_prefix="span_", scheme=scheme),
-            "exact_match": ExactMatch(),
+            "exact_match": ExactMatch(label_map=same),
             "proportions": LabelProportions(tags),
         }
     elif task == "multiclass":

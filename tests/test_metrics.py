@@ -532,3 +532,30 @@ def test_multiset_overlap_matches_counting_rows() -> None:
         assert got == dict(want)
         assert (_row_keys(torch.cat([a, b])) is None) == (high == 2**20)
         assert rows.tolist() == sorted(rows.tolist())  # lexicographic, as unique(dim=0)
+
+
+def test_io_label_map_compares_entity_types() -> None:
+    """For IO data, token accuracy and exact match read B-X and I-X as one tag (as the IO
+    output does); other schemes compare the BIO ids."""
+    from structssl.metrics import ExactMatch, TokenAccuracy, io_label_map, task_metrics
+
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    assert io_label_map(tags) == [0, 1, 1, 3, 3]
+    preds = torch.tensor([[1, 1, 0, 3]])  # B-PER B-PER O B-LOC
+    gold = torch.tensor([[1, 2, 0, 4]])  # B-PER I-PER O I-LOC (an IO file's PER PER O LOC)
+    plain, io = TokenAccuracy(), TokenAccuracy(label_map=io_label_map(tags))
+    plain.update(preds, gold)
+    io.update(preds, gold)
+    assert float(plain.compute()) == 0.5 and float(io.compute()) == 1.0
+    exact = ExactMatch(label_map=io_label_map(tags))
+    exact.update(preds, gold, lengths=torch.tensor([4]))
+    assert float(exact.compute()) == 1.0
+    got = task_metrics("bio", "test/", tags, scheme="io")
+    got.update(preds, gold, lengths=torch.tensor([4]))
+    values = got.compute()
+    assert float(values["test/token_accuracy"]) == 1.0 and float(values["test/exact_match"]) == 1.0
+    bio = task_metrics("bio", "test/", tags)
+    bio.update(preds, gold, lengths=torch.tensor([4]))
+    assert float(bio.compute()["test/token_accuracy"]) == 0.5
+    with pytest.raises(ValueError, match="label_map must be a non-empty list"):
+        TokenAccuracy(label_map=[])

@@ -209,6 +209,10 @@ def test_io_fit_scores_spans_as_predict_does(tmp_path: Path) -> None:
     tagger = Tagger.load(out)
     summary = tagger.tag_file(tmp_path / "e.io", tmp_path / "pred.io")
     assert fit_f1 == pytest.approx(summary["span_f1"], abs=1e-6)
+    # token accuracy too: B-X and I-X are one IO tag (the BIO ids differ where the model's
+    # B-DRUG B-DRUG stands for the gold's DRUG DRUG)
+    fit_acc = float(cli.trainer.callback_metrics["test/token_accuracy"])
+    assert fit_acc == pytest.approx(summary["token_accuracy"], abs=1e-6)
     # the case at stake: the BIO prediction has adjacent spans of one type, which BIO scoring
     # (the other schemes') counts apart, below the IO score
     dm = cli.datamodule
