@@ -293,7 +293,7 @@ def _cli_class() -> Any:
             given = kwargs.get("args")
             #: the command line's words (the model options given there are checked against a
             #: checkpoint's in _parse_ckpt_path)
-            self._words = [str(w) for w in (sys.argv[1:] if given is None else given) if isinstance(w, str)]
+            self._words = [w for w in (sys.argv[1:] if given is None else given) if isinstance(w, str)]
             super().__init__(*args, **kwargs)
 
         def instantiate_classes(self) -> None:

@@ -200,12 +200,9 @@ def _check_label_map(label_map: Optional[Sequence[int]]) -> Optional[Tensor]:
 def io_label_map(tags: Sequence[str]) -> list[int]:
     """For each BIO tag the id of its IO reading (``B-X`` and ``I-X`` -> the id of the first
     tag of type ``X``; other tags themselves): what an IO tagger's output tells apart."""
-    first: dict[str, int] = {}
-    out = []
-    for i, tag in enumerate(tags):
-        kind = tag[2:] if tag[:2] in ("B-", "I-") else None
-        out.append(i if kind is None else first.setdefault(kind, i))
-    return out
+    _, types, _ = _parse_tags(tags)
+    first: dict[int, int] = {}
+    return [i if t < 0 else first.setdefault(t, i) for i, t in enumerate(types)]
 
 
 class TokenAccuracy(_CountMetric):

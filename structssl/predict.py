@@ -452,8 +452,9 @@ class Tagger:
     ) -> None:
         """Write the predictions of a column file line for line with its input: each token's
         line at its place, blank lines and ``comment_prefix`` lines as they were, each
-        ``-DOCSTART-`` line as ``docstart``; a blank line is added where a sentence or a ``-DOCSTART-`` line is not
-        followed by one (before the next sentence or ``-DOCSTART-`` line, or at the end)."""
+        ``-DOCSTART-`` line as ``docstart``; a blank line is added where a sentence or a
+        ``-DOCSTART-`` line is not followed by one (before the next sentence or ``-DOCSTART-``
+        line, or at the end)."""
         at: dict[int, tuple[TaggedSentence, int]] = {}  # line number -> (sentence, position)
         for sent, pred in zip(sentences, predictions):
             for t in range(len(pred.tokens)):

@@ -961,20 +961,26 @@ def test_semi_supervised_configs_on_a_tag_set_never_seen(
     assert len(tagged[0]) == 3
 
 
-def test_codl_decodes_dev_with_its_constraints(corpus: dict[str, Any], tmp_path: Path) -> None:
-    """CoNLL dev / test sentences carry their tokens, so CoDL's constraint-guided decoding
-    ("CODL (I)") runs on own files: validation decodes with the search."""
-    root = corpus["root"]
+def _fit_with_constrained_decoding(config: str, root: Path, out: Path) -> Any:
+    """A 2-epoch ``structssl fit`` of a constraint recipe (``configs/<config>``) on the toy
+    corpus with ``constrained_decoding=true``; the CLI object."""
     with mock.patch("sys.argv", ["structssl"]):
-        cli = cli_main([
-            "fit", f"--config={CONFIG.parent / 'tagger_ssl_codl.yaml'}",
+        return cli_main([
+            "fit", f"--config={CONFIG.parent / config}",
             f"--data.train_file={root / 'TRAIN.conll'}", f"--data.dev_file={root / 'DEV.conll'}",
-            f"--data.unlabeled_file={root / 'UNLABELED.txt'}", f"--trainer.default_root_dir={tmp_path}",
+            f"--data.unlabeled_file={root / 'UNLABELED.txt'}", f"--trainer.default_root_dir={out}",
             "--trainer.max_epochs=2", "--model.init_args.supervised_epochs=1",
             "--model.init_args.lbfgs_max_iter=5", "--model.init_args.constrained_decoding=true",
             "--data.word_clusters=[2, 4]", "--trainer.enable_progress_bar=false",
             "--trainer.enable_model_summary=false", "--num_threads=1",
         ])
+
+
+def test_codl_decodes_dev_with_its_constraints(corpus: dict[str, Any], tmp_path: Path) -> None:
+    """CoNLL dev / test sentences carry their tokens, so CoDL's constraint-guided decoding
+    ("CODL (I)") runs on own files: validation decodes with the search."""
+    root = corpus["root"]
+    cli = _fit_with_constrained_decoding("tagger_ssl_codl.yaml", root, tmp_path)
     dm, model = cli.datamodule, cli.model
     dev = dm.splits["dev"]
     assert all(len(ex["tokens"]) == ex["inputs"].shape[0] for ex in dev)
@@ -1033,16 +1039,7 @@ def test_label_switching_decodes_with_its_constraints(corpus: dict[str, Any], tm
     config's instance-level NER rules; its corpus-level ones are not per sentence), and
     ``structssl predict --constraints false|true`` switches it."""
     root = corpus["root"]
-    with mock.patch("sys.argv", ["structssl"]):
-        cli = cli_main([
-            "fit", f"--config={CONFIG.parent / 'tagger_ssl_label_switching.yaml'}",
-            f"--data.train_file={root / 'TRAIN.conll'}", f"--data.dev_file={root / 'DEV.conll'}",
-            f"--data.unlabeled_file={root / 'UNLABELED.txt'}", f"--trainer.default_root_dir={tmp_path}",
-            "--trainer.max_epochs=2", "--model.init_args.supervised_epochs=1",
-            "--model.init_args.lbfgs_max_iter=5", "--model.init_args.constrained_decoding=true",
-            "--data.word_clusters=[2, 4]", "--trainer.enable_progress_bar=false",
-            "--trainer.enable_model_summary=false", "--num_threads=1",
-        ])
+    cli = _fit_with_constrained_decoding("tagger_ssl_label_switching.yaml", root, tmp_path)
     model, batch = cli.model, cli.datamodule.collate(cli.datamodule.splits["dev"])
     with torch.no_grad():
         assert torch.equal(model.decode(batch), model.guided_argmax(batch))

@@ -39,6 +39,7 @@ from torch import Tensor
 
 from structssl.data.formats.conll import (
     NoTagColumnError,
+    check_comment_prefix,
     first_token_line,
     format_hint,
     looks_conllu,
@@ -155,9 +156,7 @@ class TaggingFormat:
         if separator == "\\t":  # a shell's '\t' (jsonargparse keeps it as backslash, t)
             separator = "\t"
         _check_encoding(encoding)
-        if comment_prefix is not None and (not isinstance(comment_prefix, str) or not comment_prefix.strip()):
-            raise ValueError(f"comment_prefix must be a non-blank string or None; got {comment_prefix!r}")
-        self.comment_prefix = comment_prefix
+        self.comment_prefix = check_comment_prefix(comment_prefix)
         self.token_column = token_column
         self.tag_column = tag_column
         self.feature_columns = columns

@@ -173,19 +173,17 @@ class LabelSwitchingModule(StructuredModule):
         self.guide = _check_guide(guide, structure)
         if isinstance(penalty_scale, bool) or not isinstance(penalty_scale, (int, float)) or penalty_scale < 0:
             raise ValueError(f"penalty_scale must be a number in [0.0, inf]; got {penalty_scale!r}")
-        if isinstance(search_k, bool) or not isinstance(search_k, int) or search_k < 1:
-            raise ValueError(f"search_k must be an int >= 1; got {search_k!r}")
         if constrained_decoding and not (
             isinstance(structure, LinearChain) and isinstance(constraints, ConstraintSet)
             and constraints.select(level="instance").constraints
         ):
+            got = "no constraints" if constraints is None else f"{type(constraints).__name__} {getattr(constraints, 'names', '')}"
             raise ValueError(
                 "constrained_decoding needs a LinearChain and a ConstraintSet with instance-level "
-                f"constraints (it decodes each example with them); got {type(structure).__name__} and "
-                f"{'no constraints' if constraints is None else type(constraints).__name__ + ' ' + str(getattr(constraints, 'names', ''))}"
+                f"constraints (it decodes each example with them); got {type(structure).__name__} and {got}"
             )
         self.penalty_scale = float(penalty_scale)
-        self.search_k = search_k
+        self.search_k = _count(search_k, "search_k", 1, allow_none=False)
         self.constrained_decoding = bool(constrained_decoding)
         self.supervised_epochs = _count(supervised_epochs, "supervised_epochs", 0, allow_none=False)
         self.max_switches = _count(max_switches, "max_switches", 0)
@@ -227,10 +225,12 @@ class LabelSwitchingModule(StructuredModule):
     def _check_evaluation_tokens(self) -> None:
         """Fail at setup, not at the first step, when the constraint-guided decoding needs the
         tokens of examples that do not carry them (labeled: the training metrics; dev, test)."""
-        needing = [c.name for c in self.constraints or [] if getattr(c, "needs_tokens", False)]
+        if not self.constrained_decoding:  # (constraints then a ConstraintSet: __init__)
+            return
+        needing = [c.name for c in self.constraints if c.needs_tokens]
         dm = self._datamodule()
         splits = getattr(dm, "splits", None)
-        if not (self.constrained_decoding and needing and isinstance(splits, dict)):
+        if not (needing and isinstance(splits, dict)):
             return
         for name in ("labeled", "dev", "test"):  # the training metrics decode labeled batches
             examples = splits.get(name) or []

@@ -53,6 +53,7 @@ __all__ = [
     "read_conll",
     "load_conll2002",
     "split_columns",
+    "check_comment_prefix",
 ]
 
 DOCSTART = "-DOCSTART-"
@@ -89,6 +90,17 @@ def split_columns(line: str, separator: Optional[str] = None, strip: bool = True
         return _BLANK_RUN.split(stripped) if stripped else [""]
     columns = line.split(separator)
     return [column.strip(" ") for column in columns] if strip else columns
+
+
+def check_comment_prefix(comment_prefix: Optional[str]) -> Optional[str]:
+    """``comment_prefix`` if it is a non-blank string or ``None``.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if comment_prefix is not None and (not isinstance(comment_prefix, str) or not comment_prefix.strip()):
+        raise ValueError(f"comment_prefix must be a non-blank string or None; got {comment_prefix!r}")
+    return comment_prefix
 
 
 def _check_bio(tag: str) -> bool:
@@ -164,8 +176,7 @@ def read_columns(
         raise ValueError(f"tag_format must be 'any' or 'bio'; got {tag_format!r}")
     if num_columns is not None and num_columns < 1:
         raise ValueError(f"num_columns must be >= 1; got {num_columns}")
-    if comment_prefix is not None and (not isinstance(comment_prefix, str) or not comment_prefix.strip()):
-        raise ValueError(f"comment_prefix must be a non-blank string or None; got {comment_prefix!r}")
+    check_comment_prefix(comment_prefix)
     vocab: Optional[Vocabulary]
     if labels is None or isinstance(labels, Vocabulary):
         vocab = labels
