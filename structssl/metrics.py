@@ -28,6 +28,12 @@ With ``scheme="io"`` (a model of IO files, whose predictions are written back in
 are read as their IO output reads them: a ``B-X`` directly after a ``B-X`` / ``I-X`` continues
 that entity, so adjacent entities of one type merge into one (IO cannot tell them apart).
 
+**Tags as a scheme writes them.** A model of IOB1, BIOES, BILOU or IO files tags in BIO and its
+output is written back in the file's scheme. With ``tags`` and ``scheme``,
+:class:`TokenAccuracy` and :class:`ExactMatch` compare the written tags
+(:func:`written_tag_keys`): in BIOES ``S-X`` against ``B-X`` is an error although both are
+``B-X`` in BIO, in IO ``B-X`` against ``I-X`` is not.
+
 **Brackets (BracketF1).** A tree is its set of labelled spans ``(start, end, symbol)`` (rows of
 the :class:`~structssl.structures.cky.CKY` labels layout, rows ``>= 2 * length - 1`` are padding).
 Matching counts a predicted bracket as correct while an identical gold bracket is left
@@ -58,13 +64,15 @@ __all__ = [
     "BracketF1",
     "LabelProportions",
     "bio_entities",
-    "io_label_map",
+    "written_tag_keys",
+    "SPAN_SCHEMES",
+    "metric_scheme",
     "task_metrics",
 ]
 
 _O, _B, _I = 0, 1, 2
-#: the span tag schemes (:mod:`structssl.data.tag_schemes`) :class:`SpanF1` reads BIO tags as
-_SPAN_SCHEMES = ("bio", "iob1", "bioes", "bilou", "io")
+#: the span tag schemes (:mod:`structssl.data.tag_schemes`) the metrics of BIO tags read them as
+SPAN_SCHEMES = ("bio", "iob1", "bioes", "bilou", "io")
 
 
 def _shape(x: object) -> object:
@@ -181,47 +189,114 @@ class _CountMetric(Metric):
 
 
 # ---------------------------------------------------------------------- token accuracy
-def _relabel(label_map: Optional[Tensor], *labels: Tensor) -> tuple[Tensor, ...]:
-    """``labels`` through ``label_map`` (label id -> the id compared; ``None``: unchanged)."""
-    if label_map is None:
+def metric_scheme(data_format: object) -> str:
+    """The scheme the metrics read BIO tags in for data of ``data_format`` (a data module's
+    ``saved_format()``, a dict with ``scheme``): its span scheme, else ``"bio"``."""
+    scheme = data_format.get("scheme") if isinstance(data_format, dict) else None
+    return scheme if scheme in SPAN_SCHEMES else "bio"
+
+
+def _check_scheme(scheme: str, tags: Optional[Sequence[str]]) -> None:
+    if scheme not in SPAN_SCHEMES:
+        raise ValueError(f"scheme must be one of {list(SPAN_SCHEMES)}; got {scheme!r}")
+    if scheme != "bio" and tags is None:
+        raise ValueError(f"scheme {scheme!r} needs the BIO tags (tags=...); got tags=None")
+
+
+def _register_tags(metric: Metric, tags: Sequence[str]) -> tuple[str, ...]:
+    """Parse BIO ``tags`` into the ``kinds`` / ``types`` buffers of ``metric``; the type names."""
+    kinds, types, names = _parse_tags(tags)
+    metric.register_buffer("kinds", torch.tensor(kinds, dtype=torch.long), persistent=False)
+    metric.register_buffer("types", torch.tensor(types, dtype=torch.long), persistent=False)
+    return names
+
+
+def written_tag_keys(
+    labels: Tensor, lengths: Tensor, kinds: Tensor, types: Tensor, scheme: str
+) -> Tensor:
+    """One integer per position, equal at two positions iff the tags the BIO ``labels`` are
+    written as in ``scheme`` are equal: what a tagger of ``scheme`` files outputs and what
+    ``structssl predict`` scores (``from_bio`` of :mod:`structssl.data.tag_schemes`).
+
+    ``bio``: the labels themselves. ``bioes`` / ``bilou``: the type and whether the token is
+    the first and the last of its entity (``S-X`` / ``B-X`` / ``I-X`` / ``E-X``). ``iob1``: the
+    type and whether a ``B-X`` follows an entity of type ``X`` (IOB1's ``B-X``; every other
+    entity token is ``I-X``). ``io``: the type. ``O`` is one key. Entities are read as
+    conlleval reads BIO (a stray ``I-X`` begins one), as ``from_bio`` does.
+
+    Args:
+        labels: (B, N) BIO tag ids.
+        lengths: (B,) long; positions ``>= lengths`` read as ``O``.
+        kinds, types: (C,) long, as for :func:`bio_entities`.
+        scheme: one of ``bio``, ``iob1``, ``bioes``, ``bilou``, ``io``.
+
+    Returns:
+        (B, N) long keys.
+    """
+    if scheme == "bio":
         return labels
-    return tuple(label_map.to(x.device)[x.long()] for x in labels)
+    b, n = labels.shape
+    valid = torch.arange(n, device=labels.device) < lengths.unsqueeze(1)
+    kind = torch.where(valid, kinds[labels], _O)
+    etype = torch.where(valid, types[labels], -1)
+    prev_type = torch.cat([etype.new_full((b, 1), -1), etype[:, :-1]], dim=1)
+    inside = kind != _O
+    first = inside & ((kind == _B) | (prev_type != etype))  # prev O has type -1
+    if scheme == "io":
+        flags = torch.zeros_like(kind)
+    elif scheme == "iob1":
+        flags = (first & (prev_type == etype)).long()
+    else:
+        next_kind = torch.cat([kind[:, 1:], kind.new_full((b, 1), _O)], dim=1)
+        next_type = torch.cat([etype[:, 1:], etype.new_full((b, 1), -1)], dim=1)
+        last = inside & ~((next_kind == _I) & (next_type == etype))
+        flags = 2 * first.long() + last.long()
+    return (etype + 1) * 4 + flags
 
 
-def _check_label_map(label_map: Optional[Sequence[int]]) -> Optional[Tensor]:
-    if label_map is None:
-        return None
-    out = torch.as_tensor(list(label_map), dtype=torch.long)
-    if out.dim() != 1 or out.numel() == 0:
-        raise ValueError(f"label_map must be a non-empty list of label ids; got {list(label_map)!r}")
-    return out
+class _SchemeMetric(_CountMetric):
+    """A count metric over (B, N) tags that compares them as ``scheme`` writes them."""
+
+    def _init_scheme(self, tags: Optional[Sequence[str]], scheme: str) -> None:
+        _check_scheme(scheme, tags)
+        self.scheme = scheme
+        if scheme != "bio":
+            assert tags is not None
+            _register_tags(self, tags)
+
+    def _written(self, preds: Tensor, target: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        if self.scheme == "bio":
+            return preds, target
+        c = self.kinds.shape[0]
+        kinds, types = self.kinds.to(preds.device), self.types.to(preds.device)
+        return tuple(  # type: ignore[return-value]
+            written_tag_keys(x.clamp(0, c - 1), lengths, kinds, types, self.scheme)
+            for x in (preds, target)
+        )
 
 
-def io_label_map(tags: Sequence[str]) -> list[int]:
-    """For each BIO tag the id of its IO reading (``B-X`` and ``I-X`` -> the id of the first
-    tag of type ``X``; other tags themselves): what an IO tagger's output tells apart."""
-    _, types, _ = _parse_tags(tags)
-    first: dict[int, int] = {}
-    return [i if t < 0 else first.setdefault(t, i) for i, t in enumerate(types)]
-
-
-class TokenAccuracy(_CountMetric):
+class TokenAccuracy(_SchemeMetric):
     """Fraction of valid positions whose predicted label equals the target.
 
     ``update(preds, target, lengths=None)`` with preds, target (B, N) integer labels and
     lengths (B,) (default: all N).
 
     Args:
-        label_map: label id -> the id compared (e.g. :func:`io_label_map`: an IO tagger's
-            ``B-X`` and ``I-X`` are one tag); default: the labels themselves.
+        tags: the BIO tag names of the label ids (needed by ``scheme``).
+        scheme: compare the tags as a tagger of ``scheme`` files writes them
+            (:func:`written_tag_keys`: for ``io`` ``B-X`` and ``I-X`` are one tag, for
+            ``bioes`` ``B-X`` before ``O`` is ``S-X``), as ``structssl predict`` scores its
+            output; default ``bio``: the labels themselves.
     """
 
     correct: Tensor
     total: Tensor
 
-    def __init__(self, label_map: Optional[Sequence[int]] = None, **kwargs: object) -> None:
+    def __init__(
+        self, tags: Optional[Sequence[str]] = None, scheme: str = "bio", **kwargs: object
+    ) -> None:
         super().__init__(**kwargs)
-        self.label_map = _check_label_map(label_map)
+        self._init_scheme(tags, scheme)
         self._count("correct")
         self._count("total")
 
@@ -232,7 +307,7 @@ class TokenAccuracy(_CountMetric):
             preds, target: (B, N); lengths: (B,).
         """
         preds, target, valid = _sequence_pair(preds, target, lengths)
-        preds, target = _relabel(self.label_map, preds, target)
+        preds, target = self._written(preds, target, valid.sum(dim=1))
         self.correct += ((preds == target) & valid).sum()
         self.total += valid.sum()
 
@@ -341,17 +416,14 @@ class SpanF1(_CountMetric):
             raise ValueError(
                 f"output must be one of 'f1', 'precision', 'recall', 'all'; got {output!r}"
             )
-        if scheme not in _SPAN_SCHEMES:
-            raise ValueError(f"scheme must be one of {list(_SPAN_SCHEMES)}; got {scheme!r}")
+        _check_scheme(scheme, tags)
         if not isinstance(key_prefix, str):
             raise TypeError(f"key_prefix must be a str; got {type(key_prefix).__name__}")
-        kinds, types, self.entity_types = _parse_tags(tags)
+        self.entity_types = _register_tags(self, tags)
         self.tags = tuple(tags)
         self.output = output
         self.key_prefix = key_prefix
         self.scheme = scheme
-        self.register_buffer("kinds", torch.tensor(kinds, dtype=torch.long), persistent=False)
-        self.register_buffer("types", torch.tensor(types, dtype=torch.long), persistent=False)
         size = max(len(self.entity_types), 1)
         self._count("tp", size)
         self._count("n_pred", size)
@@ -510,7 +582,7 @@ class MicroF1(_CountMetric):
 
 
 # ---------------------------------------------------------------------- exact match
-class ExactMatch(_CountMetric):
+class ExactMatch(_SchemeMetric):
     """Fraction of examples whose whole structure is predicted exactly.
 
     ``update(preds, target, lengths=None)`` with preds, target (B, ...) labels of any layout:
@@ -520,17 +592,28 @@ class ExactMatch(_CountMetric):
 
     Args:
         tree: read ``lengths`` as sentence lengths of the CKY span layout.
-        label_map: label id -> the id compared, for (B, N) tags (see :class:`TokenAccuracy`).
+        tags, scheme: for (B, N) BIO tags, compare them as ``scheme`` writes them (see
+            :class:`TokenAccuracy`; ``io`` output cannot tell ``B-X`` from ``I-X``).
         kwargs: passed to ``torchmetrics.Metric``.
     """
 
     correct: Tensor
     total: Tensor
 
-    def __init__(self, tree: bool = False, label_map: Optional[Sequence[int]] = None, **kwargs: object) -> None:
+    def __init__(
+        self,
+        tree: bool = False,
+        tags: Optional[Sequence[str]] = None,
+        scheme: str = "bio",
+        **kwargs: object,
+    ) -> None:
         super().__init__(**kwargs)
         self.tree = bool(tree)
-        self.label_map = _check_label_map(label_map)
+        if self.tree and scheme != "bio":
+            raise ValueError(
+                f"scheme is for (B, N) tags, not trees; got tree=True, scheme={scheme!r}"
+            )
+        self._init_scheme(tags, scheme)
         self._count("correct")
         self._count("total")
 
@@ -543,7 +626,9 @@ class ExactMatch(_CountMetric):
         preds, target = _pair(preds, target)
         if preds.dim() == 0:
             raise ValueError("preds must have a batch dimension; got a 0-dim tensor")
-        preds, target = _relabel(self.label_map, preds, target)
+        if self.scheme != "bio":
+            preds, target, valid = _sequence_pair(preds, target, lengths)
+            preds, target = self._written(preds, target, valid.sum(dim=1))
         b = preds.shape[0]
         same = (preds == target).reshape(b, -1) if preds.dim() > 1 else (preds == target).view(b, 1)
         if lengths is not None:
@@ -683,9 +768,10 @@ def task_metrics(
     Call ``metrics.update(preds, target, lengths=lengths)`` (metrics without ``lengths``
     ignore it) and log ``metrics.compute()``; use one collection per stage, e.g.
     ``task_metrics("bio", "val/", CONLL2002_LABELS)`` gives ``val/span_f1``. ``scheme`` (task
-    ``bio``): the data's tag scheme, :class:`SpanF1`'s (``"io"`` merges adjacent entities of
-    one type, as the IO output does, and token accuracy and exact match compare entity types,
-    ``B-X`` and ``I-X`` alike, as the IO output reads).
+    ``bio``): the data's tag scheme. Token accuracy and exact match compare the tags as that
+    scheme writes them (:func:`written_tag_keys`: in ``bioes`` ``S-X`` against ``B-X`` is an
+    error, in ``io`` ``B-X`` against ``I-X`` is not), and span F1 with ``"io"`` merges adjacent
+    entities of one type, as the IO output does: the values ``structssl predict`` gives.
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}; got {task!r}")
@@ -698,11 +784,10 @@ def task_metrics(
         metrics = {"token_accuracy": TokenAccuracy(), "exact_match": ExactMatch()}
     elif task == "bio":
         assert tags is not None
-        same = io_label_map(tags) if scheme == "io" else None  # IO: B-X and I-X are one tag
-        metrics = {
-            "token_accuracy": TokenAccuracy(label_map=same),
+        metrics = {  # tags compared as the scheme writes them, as predict scores its output
+            "token_accuracy": TokenAccuracy(tags, scheme),
             "span": SpanF1(tags, output="all", key_prefix="span_", scheme=scheme),
-            "exact_match": ExactMatch(label_map=same),
+            "exact_match": ExactMatch(tags=tags, scheme=scheme),
             "proportions": LabelProportions(tags),
         }
     elif task == "multiclass":

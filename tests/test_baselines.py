@@ -402,6 +402,35 @@ def test_config_runner_trains_on_a_data_module() -> None:
         run(empty, LinearChain(3), LinearChainScorer(3, input_dim=4))
 
 
+def test_config_runner_scores_tagging_data_as_fit_does(tmp_path) -> None:
+    """On tagging data the runner takes the task, the tags and the tag scheme from the data
+    module (as structssl fit does): a BIOES file gets span F1 and its tags compared as BIOES
+    writes them."""
+    from unittest import mock
+
+    import structssl.baselines.__main__ as runner
+    from structssl.data import CoNLLDataModule
+    from structssl.scorers import LinearChainScorer
+    from structssl.structures import LinearChain
+
+    lines = ["Juan S-PER\nvive O\nen O\nSan B-LOC\nJosé E-LOC\n. O\n",
+             "Ana S-PER\ncome O\n. O\n", "Pedro B-PER\nLuis E-PER\nduerme O\n"] * 4
+    (tmp_path / "t.bioes").write_text("\n".join(lines), encoding="utf-8")
+    path = str(tmp_path / "t.bioes")
+    data = CoNLLDataModule(train_file=path, test_file=path)
+    seen: list[tuple] = []
+    real = runner.task_metrics
+
+    def record(task, prefix="", tags=None, scheme="bio"):
+        seen.append((task, tuple(tags or ()), scheme))
+        return real(task, prefix, tags, scheme)
+
+    with mock.patch.object(runner, "task_metrics", record):
+        out = runner.run(data, LinearChain(), LinearChainScorer(), "perceptron", epochs=3)
+    assert seen == [("bio", ("O", "B-LOC", "I-LOC", "B-PER", "I-PER"), "bioes")]
+    assert {"span_f1", "token_accuracy", "exact_match"} <= set(out["test"])
+
+
 # ---------------------------------------------------------------------------- time limits, clocks
 def test_clock_can_count_process_time_and_pause() -> None:
     import time

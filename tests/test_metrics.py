@@ -534,28 +534,58 @@ def test_multiset_overlap_matches_counting_rows() -> None:
         assert rows.tolist() == sorted(rows.tolist())  # lexicographic, as unique(dim=0)
 
 
-def test_io_label_map_compares_entity_types() -> None:
-    """For IO data, token accuracy and exact match read B-X and I-X as one tag (as the IO
-    output does); other schemes compare the BIO ids."""
-    from structssl.metrics import ExactMatch, TokenAccuracy, io_label_map, task_metrics
+@pytest.mark.parametrize("scheme", ["bio", "iob1", "bioes", "bilou", "io"])
+def test_scheme_token_metrics_compare_the_written_tags(scheme: str) -> None:
+    """Token accuracy and exact match with a scheme equal the counts over the tags
+    ``from_bio`` writes (what structssl predict scores), on random BIO tag sequences with
+    stray I-X, adjacent entities and padding."""
+    from structssl.data.tag_schemes import from_bio
+    from structssl.metrics import ExactMatch, TokenAccuracy, task_metrics
 
     tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-    assert io_label_map(tags) == [0, 1, 1, 3, 3]
-    preds = torch.tensor([[1, 1, 0, 3]])  # B-PER B-PER O B-LOC
-    gold = torch.tensor([[1, 2, 0, 4]])  # B-PER I-PER O I-LOC (an IO file's PER PER O LOC)
-    plain, io = TokenAccuracy(), TokenAccuracy(label_map=io_label_map(tags))
+    gen = torch.Generator().manual_seed(0)
+    b, n = 64, 7
+    preds = torch.randint(0, 5, (b, n), generator=gen)
+    other = torch.randint(0, 5, (b, n), generator=gen)
+    gold = torch.where(torch.rand(b, n, generator=gen) < 0.6, preds, other)
+    lengths = torch.randint(0, n + 1, (b,), generator=gen)
+    correct = total = exact = 0
+    for p, g, m in zip(preds.tolist(), gold.tolist(), lengths.tolist()):
+        wp = from_bio([tags[i] for i in p[:m]], scheme)
+        wg = from_bio([tags[i] for i in g[:m]], scheme)
+        correct += sum(x == y for x, y in zip(wp, wg))
+        total += m
+        exact += wp == wg
+    acc, match = TokenAccuracy(tags, scheme), ExactMatch(tags=tags, scheme=scheme)
+    acc.update(preds, gold, lengths)
+    match.update(preds, gold, lengths)
+    assert float(acc.compute()) == pytest.approx(correct / total)
+    assert float(match.compute()) == pytest.approx(exact / b)
+    values = task_metrics("bio", "test/", tags, scheme=scheme)
+    values.update(preds, gold, lengths=lengths)
+    got = values.compute()
+    assert float(got["test/token_accuracy"]) == pytest.approx(correct / total)
+    assert float(got["test/exact_match"]) == pytest.approx(exact / b)
+
+
+def test_scheme_token_metrics_cases() -> None:
+    """BIOES: ``S-X`` against ``B-X`` is an error although both are ``B-X`` in BIO; IO: ``B-X``
+    against ``I-X`` is not; the scheme needs the tags and is refused for trees."""
+    from structssl.metrics import ExactMatch, TokenAccuracy
+
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    preds = torch.tensor([[1, 0, 3, 4]])  # B-PER O B-LOC I-LOC: S-PER O B-LOC E-LOC
+    gold = torch.tensor([[1, 2, 3, 4]])  # B-PER I-PER B-LOC I-LOC: B-PER E-PER B-LOC E-LOC
+    plain, bioes = TokenAccuracy(), TokenAccuracy(tags, "bioes")
     plain.update(preds, gold)
-    io.update(preds, gold)
-    assert float(plain.compute()) == 0.5 and float(io.compute()) == 1.0
-    exact = ExactMatch(label_map=io_label_map(tags))
-    exact.update(preds, gold, lengths=torch.tensor([4]))
-    assert float(exact.compute()) == 1.0
-    got = task_metrics("bio", "test/", tags, scheme="io")
-    got.update(preds, gold, lengths=torch.tensor([4]))
-    values = got.compute()
-    assert float(values["test/token_accuracy"]) == 1.0 and float(values["test/exact_match"]) == 1.0
-    bio = task_metrics("bio", "test/", tags)
-    bio.update(preds, gold, lengths=torch.tensor([4]))
-    assert float(bio.compute()["test/token_accuracy"]) == 0.5
-    with pytest.raises(ValueError, match="label_map must be a non-empty list"):
-        TokenAccuracy(label_map=[])
+    bioes.update(preds, gold)
+    assert float(plain.compute()) == 0.75 and float(bioes.compute()) == 0.5
+    io = TokenAccuracy(tags, "io")
+    io.update(torch.tensor([[1, 1, 0, 3]]), torch.tensor([[1, 2, 0, 4]]))  # PER PER O LOC both
+    assert float(io.compute()) == 1.0
+    with pytest.raises(ValueError, match="needs the BIO tags"):
+        TokenAccuracy(scheme="bioes")
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        ExactMatch(tags=tags, scheme="bies")
+    with pytest.raises(ValueError, match="not trees"):
+        ExactMatch(tree=True, tags=tags, scheme="io")

@@ -225,6 +225,46 @@ def test_io_fit_scores_spans_as_predict_does(tmp_path: Path) -> None:
     assert float(bio.compute()) < fit_f1
 
 
+@pytest.mark.parametrize("scheme", ["bioes", "bilou", "iob1"])
+def test_fit_token_accuracy_is_predicts_in_other_schemes(tmp_path: Path, scheme: str) -> None:
+    """A BIOES / BILOU / IOB1 model tags in BIO and writes its tags back in the file's scheme;
+    fit's test token accuracy and exact match compare the written tags, as ``structssl
+    predict`` does (a predicted ``B-DRUG`` where the gold is ``B-DRUG I-DRUG`` is ``S-DRUG``
+    against ``B-DRUG`` in BIOES: an error that BIO ids counted right)."""
+    from structssl.metrics import TokenAccuracy
+
+    rng = random.Random(0)
+    train = [s for s in (_sentence(rng) for _ in range(80))
+             if all(a != b or a[0] != "B" for (_, a), (_, b) in itertools.pairwise(s))][:40]
+    _write(tmp_path / "t.conll", train, scheme=scheme)
+    test = [[("tomar", "O"), ("Aspirina", "B-DRUG"), ("Morfina", "I-DRUG"), ("cada", "O")],
+            [("Ibuprofeno", "B-DRUG"), ("Paracetamol", "I-DRUG"), ("10mg", "B-DOSE")]]
+    test += [_sentence(rng) for _ in range(5)]
+    _write(tmp_path / "e.conll", test, scheme=scheme)
+    out = tmp_path / "run"
+    with mock.patch("sys.argv", ["structssl"]):
+        cli = cli_main(["fit", f"--config={CONFIG}", f"--data.train_file={tmp_path / 't.conll'}",
+                        f"--data.test_file={tmp_path / 'e.conll'}", f"--data.tag_scheme={scheme}",
+                        f"--trainer.default_root_dir={out}", "--trainer.max_epochs=2",
+                        "--trainer.enable_progress_bar=false",
+                        "--trainer.enable_model_summary=false"])
+    assert cli.datamodule.format.scheme == scheme
+    fit_acc = float(cli.trainer.callback_metrics["test/token_accuracy"])
+    tagger = Tagger.load(out)
+    summary = tagger.tag_file(tmp_path / "e.conll", tmp_path / "pred.conll")
+    assert fit_acc == pytest.approx(summary["token_accuracy"], abs=1e-6)
+    fit_f1 = float(cli.trainer.callback_metrics["test/span_f1"])
+    assert fit_f1 == pytest.approx(summary["span_f1"], abs=1e-6)
+    if scheme != "iob1":  # the case at stake: the BIO ids score B-DRUG B-DRUG higher
+        dm = cli.datamodule
+        batch = dm.collate(dm.splits["test"])
+        with torch.no_grad():
+            predicted = tagger.model.decode(batch)
+        bio = TokenAccuracy()
+        bio.update(predicted, batch["labels"], batch["lengths"])
+        assert float(bio.compute()) > fit_acc
+
+
 def test_plain_tags_give_token_accuracy(tmp_path: Path) -> None:
     (tmp_path / "pos.txt").write_text("El DA\nperro NC\ncome VM\n\nLa DA\ngata NC\n\n")
     dm = CoNLLDataModule(train_file=str(tmp_path / "pos.txt"), dev_file=None, test_file=None)

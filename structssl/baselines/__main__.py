@@ -32,7 +32,7 @@ from structssl.baselines.cutting_plane import CuttingPlaneSSVM
 from structssl.baselines.feature_maps import ScorerFeatureMap
 from structssl.baselines.perceptron import StructuredPerceptron
 from structssl.data import SemiSupervisedDataModule
-from structssl.metrics import Task, task_metrics
+from structssl.metrics import Task, metric_scheme, task_metrics
 from structssl.structures.base import Structure, resolve_sizes
 
 __all__ = ["Method", "build_parser", "run", "main"]
@@ -53,8 +53,15 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--epsilon", type=float, default=1e-3, help="cutting-plane tolerance")
     parser.add_argument("--time_limit", type=Optional[float], default=None, help="seconds")
     parser.add_argument("--epochs", type=int, default=50, help="perceptron epochs")
-    parser.add_argument("--task", type=Task, default="sequence", help="metrics family")
-    parser.add_argument("--tags", type=Optional[list[str]], default=None, help="BIO tags (task bio)")
+    parser.add_argument(
+        "--task", type=Optional[Task], default=None,
+        help="metrics family (default: the data module's, as structssl fit takes it; else "
+        "sequence)",
+    )
+    parser.add_argument(
+        "--tags", type=Optional[list[str]], default=None,
+        help="BIO tags (task bio; default: the data module's)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--num_threads", type=Optional[int], default=None,
@@ -71,9 +78,9 @@ def _batch(data: SemiSupervisedDataModule, split: str) -> Optional[dict[str, Any
 
 
 def _evaluate(
-    model: Baseline, batch: dict[str, Any], task: Task, tags: Optional[Sequence[str]]
+    model: Baseline, batch: dict[str, Any], task: Task, tags: Optional[Sequence[str]], scheme: str
 ) -> dict[str, float]:
-    metrics = task_metrics(task, tags=tags)
+    metrics = task_metrics(task, tags=tags, scheme=scheme)
     pred = model.predict(batch["inputs"], batch.get("lengths"))
     metrics.update(pred, batch["labels"], lengths=batch.get("lengths"))
     return {name: float(value) for name, value in metrics.compute().items()}
@@ -89,10 +96,14 @@ def run(
     epsilon: float = 1e-3,
     time_limit: Optional[float] = None,
     epochs: int = 50,
-    task: Task = "sequence",
+    task: Optional[Task] = None,
     tags: Optional[Sequence[str]] = None,
 ) -> dict[str, Any]:
     """Fit a baseline on ``data``'s labeled split and evaluate it on dev and test.
+
+    The metrics are :func:`~structssl.metrics.task_metrics` of ``task`` and ``tags``, by default
+    the data module's (``model_sizes()``; else ``sequence``), read in the tag scheme of its
+    saved format (an IO or BIOES file is scored as ``structssl fit`` and ``predict`` score it).
 
     Returns:
         ``{"method", "num_labeled", "dim", "fit_time_s", "primal", "iterations", "dev",
@@ -104,7 +115,13 @@ def run(
     train = _batch(data, "labeled")
     if train is None:
         raise ValueError("the data module's labeled split must not be empty; got 0 examples")
-    resolve_sizes(data.model_sizes(), structure, scorer)  # as a fit's setup takes them
+    sizes = data.model_sizes()
+    resolve_sizes(sizes, structure, scorer)  # as a fit's setup takes them
+    task = task or sizes.get("task") or "sequence"
+    if task == "bio" and tags is None:
+        tags = sizes.get("tags")
+    saved_format = getattr(data, "saved_format", None)
+    scheme = metric_scheme(saved_format()) if task == "bio" and saved_format else "bio"
     fmap = ScorerFeatureMap(scorer.double(), structure)
     x, y, lengths = train["inputs"], train["labels"], train.get("lengths")
     fmap.check_linear(x[:4], None if lengths is None else lengths[:4])
@@ -131,7 +148,7 @@ def run(
     for split in ("dev", "test"):
         batch = _batch(data, split)
         if batch is not None:
-            out[split] = _evaluate(model, batch, task, tags)
+            out[split] = _evaluate(model, batch, task, tags, scheme)
     return out
 
 

@@ -96,7 +96,7 @@ from torch import Tensor, nn
 
 from structssl.data.modules.base import user_error
 from structssl.losses import CRFNLLLoss
-from structssl.metrics import task_metrics
+from structssl.metrics import metric_scheme, task_metrics
 from structssl.scorers.base import weight_norm_squared
 from structssl.structures.base import Potentials, Structure, resolve_sizes
 from structssl.structures.linear_chain import ChainPotentials, LinearChain, bio_allowed_transitions
@@ -379,22 +379,22 @@ class StructuredModule(pl.LightningModule):
 
     def _set_task(self, task: Task) -> None:
         self.task = task
-        # span F1 reads the spans as the data's scheme writes them back: in IO, adjacent spans
-        # of one type are one (structssl predict scores its IO output so)
+        # the metrics read the tags as the data's scheme writes them back, as structssl predict
+        # scores its output: in IO adjacent spans of one type are one span, in BIOES B-X before
+        # O is S-X
         self._span_scheme = self._data_scheme()
         self.train_metrics = task_metrics(task, "train/", self.tags, self._span_scheme)
         self.val_metrics = task_metrics(task, "val/", self.tags, self._span_scheme)
         self.test_metrics = task_metrics(task, "test/", self.tags, self._span_scheme)
 
     def _data_scheme(self) -> str:
-        """How the span metrics read spans: ``"io"`` for a model of IO data (:attr:`data_format`'s
-        scheme), else ``"bio"`` (the other schemes convert to and from BIO exactly)."""
-        scheme = self.data_format.get("scheme") if isinstance(self.data_format, dict) else None
-        return "io" if scheme == "io" else "bio"
+        """The tag scheme the metrics read the BIO tags in: :attr:`data_format`'s span scheme
+        (``iob1``, ``bioes``, ``bilou``, ``io``), else ``"bio"``."""
+        return metric_scheme(self.data_format)
 
     def _adopt_format(self, data_format: dict[str, Any] | None) -> None:
         """Keep the data format of the fit (the data module's, or a checkpoint's); the metrics
-        are rebuilt when its tag scheme changes how they read spans."""
+        are rebuilt when its tag scheme changes how they read the tags."""
         self.data_format = data_format
         if self.task == "bio" and self._data_scheme() != self._span_scheme:
             self._set_task(self.task)
