@@ -167,6 +167,9 @@ def _predict(argv: Sequence[str]) -> int:
     parser.add_argument("--kbest", type=int, default=1,
                         help="add the tags of the 2nd..k-th best taggings as further columns")
     parser.add_argument("--batch_size", type=int, default=256, help="sentences decoded at once")
+    parser.add_argument("--num_threads", type=int, default=1,
+                        help="torch.set_num_threads(num_threads) (default 1, as the configs' "
+                        "num_threads: more threads spin-wait when the machine is busy)")
     parser.add_argument("--encoding", type=Optional[str], default=None,
                         help="the input's text encoding (default: the training files')")
     parser.add_argument("--comments", type=Optional[bool], default=None,
@@ -180,9 +183,15 @@ def _predict(argv: Sequence[str]) -> int:
                         "decode with their constraint-guided search (default: their "
                         "constrained_decoding)")
     cfg = parser.parse_args(list(argv))
+    if cfg.num_threads < 1:
+        parser.error(f"--num_threads must be an int >= 1; got {cfg.num_threads}")
     from pathlib import Path
 
+    import torch
+
     from structssl.predict import Tagger, load_predictor
+
+    torch.set_num_threads(cfg.num_threads)
 
     # `--output -`: the predictions go to standard output (in UTF-8, as a file's) and the
     # summary line to standard error, so that stdout holds the predictions alone

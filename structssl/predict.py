@@ -555,14 +555,18 @@ class Tagger:
         gold_bio = [to_bio(s.labels or (), scheme) for s in gold]
         unseen = list(dict.fromkeys(t for labels in gold_bio for t in labels if t not in tags))
         index = {t: i for i, t in enumerate(tags + unseen)}
-        pred = [torch.tensor([index[t] for t in to_bio(p.tags, scheme)]) for p in predictions]
-        true = [torch.tensor([index[t] for t in labels]) for labels in gold_bio]
-        preds, lengths = pad_sequences(pred)
-        target, _ = pad_sequences(true)
         if unseen:
             out["unseen_tags"] = unseen
         if self.format.task == "bio":
+            pred = [torch.tensor([index[t] for t in to_bio(p.tags, scheme)]) for p in predictions]
+            true = [torch.tensor([index[t] for t in labels]) for labels in gold_bio]
             f1 = SpanF1(tags + unseen)
-            f1.update(preds, target, lengths=lengths)
+            # length-sorted batches: one padded batch of a whole corpus is mostly padding
+            order = sorted(range(len(pred)), key=lambda i: len(pred[i]))
+            for start in range(0, len(order), self.batch_size):
+                ids = order[start : start + self.batch_size]
+                preds, lengths = pad_sequences([pred[i] for i in ids])
+                target, _ = pad_sequences([true[i] for i in ids])
+                f1.update(preds, target, lengths=lengths)
             out["span_f1"] = float(f1.compute())
         return out

@@ -677,6 +677,32 @@ def test_predict_command_matches_test_metric(corpus: dict[str, Any], run_dir: Pa
         assert abs(tested - span_f1) < 0.01
 
 
+def test_predict_scores_in_batches_and_sets_threads(corpus: dict[str, Any], run_dir: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """predict's score is the same whatever its batch size (the spans are scored in
+    length-sorted batches, not one padded corpus), and --num_threads sets torch's threads
+    (default 1, as the configs)."""
+    import torch
+
+    root = corpus["root"]
+    threads = torch.get_num_threads()
+    scores = []
+    try:
+        for extra in ([], ["--batch_size", "2", "--num_threads", "2"]):
+            assert main(["predict", "--model", str(run_dir), "--input", str(root / "NEW.conll"),
+                         "--output", str(root / "scored.conll"), *extra]) == 0
+            printed = capsys.readouterr().out
+            scores.append(printed.split("against the input's tags: ")[1].strip())
+            assert torch.get_num_threads() == (2 if extra else 1)
+        assert scores[0] == scores[1]
+        with pytest.raises(SystemExit):
+            main(["predict", "--model", str(run_dir), "--input", str(root / "NEW.conll"),
+                  "--output", str(root / "scored.conll"), "--num_threads", "0"])
+        assert "--num_threads must be an int >= 1; got 0" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_test_says_model_options_on_the_command_line_do_not_apply(
     corpus: dict[str, Any], run_dir: Path, tmp_path: Path
 ) -> None:

@@ -263,7 +263,8 @@ def test_token_accuracy_is_on_the_files_own_tags() -> None:
     from structssl.data.records import Sequence as Record
     from structssl.predict import TaggedSentence
 
-    tagger = SimpleNamespace(tags=("O", "B-G", "I-G"), format=SimpleNamespace(scheme="bilou", task="bio"))
+    tagger = SimpleNamespace(tags=("O", "B-G", "I-G"), format=SimpleNamespace(scheme="bilou", task="bio"),
+                             batch_size=256)
     gold = [Record(tokens=("a", "b", "c"), labels=("B-G", "L-G", "O"))]
     pred = [TaggedSentence(("a", "b", "c"), ("U-G", "U-G", "O"))]
     score = Tagger._score(tagger, pred, gold)  # type: ignore[arg-type]
