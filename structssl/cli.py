@@ -378,13 +378,14 @@ def _cli_class() -> Any:
             before = model.clone() if hasattr(model, "clone") else None
             super()._parse_ckpt_path()
             if sub in ("validate", "test") and before is not None and self.config[sub].get("ckpt_path"):
-                self._warn_replaced_options(sub, before, self.config[sub].get("model"))
+                self._apply_command_line_options(sub, before, self.config[sub].get("model"))
 
-        def _warn_replaced_options(self, sub: str, before: Any, after: Any) -> None:
+        def _apply_command_line_options(self, sub: str, before: Any, after: Any) -> None:
             """Lightning rebuilds the model from the checkpoint's hyper-parameters, over the
-            command line's: a ``--model.*`` option given there with another value than the
-            checkpoint's is said not to apply, rather than evaluate another model than asked."""
-            replaced = []
+            command line's: a ``--model.*`` option given there is put back over the saved value
+            (e.g. a CoDL or label-switching model's ``constrained_decoding``, its
+            ``penalty_scale``), and the options that differ from the checkpoint's are named."""
+            applied = []
             for option in sorted({w.split("=", 1)[0] for w in self._words if w.startswith("--model.")}):
                 key = option[len("--model."):]
                 try:
@@ -392,15 +393,15 @@ def _cli_class() -> Any:
                 except (AttributeError, KeyError, TypeError):
                     continue
                 if given != saved:
-                    replaced.append(f"{option}={given!r} (saved: {saved!r})")
-            if replaced:
-                from pytorch_lightning.utilities.rank_zero import rank_zero_warn
+                    after[key] = given
+                    applied.append(f"{option}={given!r} (saved: {saved!r})")
+            if applied:
+                from pytorch_lightning.utilities.rank_zero import rank_zero_info
 
-                rank_zero_warn(
-                    f"structssl {sub}: {', '.join(replaced)} on the command line do not apply: the "
-                    f"model is rebuilt from the hyper-parameters saved in "
-                    f"{self.config[sub]['ckpt_path']} and evaluated as it was trained (a tagger's "
-                    "constraint-guided decoding switches with structssl predict --constraints true|false)"
+                rank_zero_info(
+                    f"structssl {sub}: the model is rebuilt from the hyper-parameters saved in "
+                    f"{self.config[sub]['ckpt_path']}, with the command line's "
+                    f"{', '.join(applied)}"
                 )
 
         def before_instantiate_classes(self) -> None:

@@ -703,21 +703,28 @@ def test_predict_scores_in_batches_and_sets_threads(corpus: dict[str, Any], run_
         torch.set_num_threads(threads)
 
 
-def test_test_says_model_options_on_the_command_line_do_not_apply(
+def test_test_applies_model_options_of_the_command_line(
     corpus: dict[str, Any], run_dir: Path, tmp_path: Path
 ) -> None:
     """Lightning rebuilds the model from the checkpoint's hyper-parameters over the command
     line's, so ``--model.init_args.X`` did nothing, silently (a label-switching model's
-    ``constrained_decoding=true`` scored as without it)."""
+    ``constrained_decoding=true`` scored as without it): the command line's value is put back,
+    and named."""
     root = corpus["root"]
-    with pytest.warns(UserWarning, match=r"structssl test: --model.init_args.C=5.0 \(saved: 1.0\) on the command line "
-                                         r"do not apply: the model is rebuilt from the hyper-parameters saved in .*best.ckpt"):
-        main([
-            "test", f"--config={CONFIG}", f"--data.train_file={root / 'TRAIN.conll'}",
+    args = ["test", f"--config={CONFIG}", f"--data.train_file={root / 'TRAIN.conll'}",
             f"--data.dev_file={root / 'DEV.conll'}", f"--data.test_file={root / 'NEW.conll'}",
-            f"--ckpt_path={run_dir / 'checkpoints' / 'best.ckpt'}", "--model.init_args.C=5",
-            f"--trainer.default_root_dir={tmp_path}", "--trainer.enable_progress_bar=false",
-        ])
+            f"--ckpt_path={run_dir / 'checkpoints' / 'best.ckpt'}",
+            f"--trainer.default_root_dir={tmp_path}", "--trainer.enable_progress_bar=false"]
+    with mock.patch("sys.argv", ["structssl"]), \
+            mock.patch("pytorch_lightning.utilities.rank_zero.rank_zero_info") as info:
+        cli = cli_main([*args, "--model.init_args.valid_spans=false", "--model.init_args.C=5"])
+    assert cli.model.valid_spans is False and cli.model.C == 5.0
+    said = [c.args[0] for c in info.call_args_list if "rebuilt" in str(c.args[0])]
+    assert len(said) == 1 and said[0].endswith(
+        "with the command line's --model.init_args.C=5.0 (saved: 1.0), "
+        "--model.init_args.valid_spans=False (saved: True)")
+    with mock.patch("sys.argv", ["structssl"]):
+        assert cli_main(args).model.valid_spans is True  # the checkpoint's
 
 
 def test_test_and_validate_refuse_what_would_give_a_silent_or_wrong_score(
@@ -1112,6 +1119,21 @@ def test_label_switching_decodes_with_its_constraints(corpus: dict[str, Any], tm
     for flag in ("false", "true"):
         assert main(["predict", "--model", str(tmp_path), "--input", str(root / "DEV.conll"),
                      "--output", str(tmp_path / f"p_{flag}.conll"), "--constraints", flag]) == 0
+    # structssl test applies the command line's constrained_decoding over the checkpoint's
+    for flag in (False, True):
+        with mock.patch("sys.argv", ["structssl"]):
+            tested = cli_main([
+                "test", f"--config={CONFIG.parent / 'tagger_ssl_label_switching.yaml'}",
+                f"--data.train_file={root / 'TRAIN.conll'}",
+                f"--data.dev_file={root / 'DEV.conll'}",
+                f"--data.unlabeled_file={root / 'UNLABELED.txt'}",
+                f"--data.test_file={root / 'DEV.conll'}", "--data.word_clusters=[2, 4]",
+                f"--ckpt_path={tmp_path / 'checkpoints' / 'best.ckpt'}",
+                f"--model.init_args.constrained_decoding={str(flag).lower()}",
+                f"--trainer.default_root_dir={tmp_path / 'test'}",
+                "--trainer.enable_progress_bar=false",
+            ])
+        assert tested.model.constrained_decoding is flag
 
 
 @pytest.mark.parametrize("which", ["train", "dev", "missing"])
