@@ -792,6 +792,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         from structssl.clustering.cli import main as clustering_main
 
         return clustering_main(rest)
+    from pytorch_lightning.utilities.exceptions import MisconfigurationException
+
     from structssl.data.modules.base import is_data_error
 
     try:
@@ -806,6 +808,12 @@ def _main(argv: Optional[Sequence[str]]) -> int:
             raise
         # a missing or malformed data file: its message names the file and line
         print(f"structssl {command}: {err}", file=sys.stderr)
+        return 2
+    except MisconfigurationException as err:
+        # Lightning's own refusal of the trainer's options (e.g. --trainer.accelerator cuda on
+        # a machine without a GPU): one line, as the other option errors
+        print(f"structssl {command}: {err} (the trainer's options: --trainer.accelerator, "
+              "--trainer.devices, --trainer.strategy)", file=sys.stderr)
         return 2
     return 0
 

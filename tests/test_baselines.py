@@ -395,6 +395,12 @@ def test_config_runner_trains_on_a_data_module() -> None:
     assert all(r["converged"] for r in results)
     assert results[0]["primal"] == pytest.approx(results[1]["primal"], rel=1e-3)
     assert set(results[0]["test"]) == {"token_accuracy", "exact_match"}
+    # stopped by the time limit before epsilon: said, not only "converged": false in the JSON
+    with pytest.warns(UserWarning, match=r"the cutting-plane QP stopped at --time_limit 1e-09 s "
+                      r"before meeting --epsilon 0.0001 \(primal .*, dual .*\): the weights are not"):
+        stopped = run(data(), LinearChain(3), LinearChainScorer(3, input_dim=4), "one_slack",
+                      C=1.0, epsilon=1e-4, time_limit=1e-9)
+    assert stopped["converged"] is False
     empty = data()
     empty.setup()
     empty.splits["labeled"].clear()  # a data module whose labeled split came out empty

@@ -145,3 +145,17 @@ def test_baselines_subcommand_rejects_unknown_method() -> None:
     with pytest.raises(SystemExit):
         main(["baselines", "--config", str(BASELINE_CONFIG),
               "--method", "simplex"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has a CUDA device")
+def test_an_accelerator_the_machine_lacks_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lightning's refusal of --trainer.accelerator cuda on a CPU machine was a 42-line
+    traceback (a user test); it is one line, status 2, as the other option errors."""
+    assert main(["fit", f"--config={QUICKSTART}", "--trainer.accelerator=cuda",
+                 f"--trainer.default_root_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().startswith("structssl fit: ") and err.strip().endswith(
+        "(the trainer's options: --trainer.accelerator, --trainer.devices, --trainer.strategy)")

@@ -339,6 +339,8 @@ def test_errors():
         CoDLModule(CKY(3), scorer, cons)
     with pytest.raises(TypeError, match="constraints must be a ConstraintSet"):
         CoDLModule(LinearChain(3), scorer, None)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'constraints'"):
+        CoDLModule(LinearChain(3), scorer)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="instance-level constraints.*corpus-level"):
         CoDLModule(LinearChain(3), scorer, ConstraintSet([LabelProportion("a", 0.3)]))
     with pytest.raises(ValueError, match=r"gamma must be a number in \[0.0, 1.0\]"):

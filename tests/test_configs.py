@@ -137,6 +137,9 @@ def test_shrinking_overrides_follow_the_data_module() -> None:
     assert "--data.init_args.num_train=30" in quick and "--model.init_args.lbfgs_max_iter=2" in quick
 
 
+# the shrunk data of a one-step run can leave a margin loss's L-BFGS at w = 0 (every labeling
+# ties), which the fit repairs with a warning (cotraining.yaml on 30 sequences; not on its data)
+@pytest.mark.filterwarnings(r"ignore:.*L-BFGS made no step from all-zero weights.*:UserWarning")
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
 def test_config_trains_one_step(config: Path, tmp_path: Path) -> None:
     args = [

@@ -16,6 +16,7 @@ from structssl.constraints import (
     AtMostOnce,
     ConcatFeatures,
     ConsecutiveFields,
+    Constraint,
     ConstraintSet,
     ExpectedCount,
     LabelProportion,
@@ -509,3 +510,38 @@ def test_a_label_ratio_over_every_label_is_refused_at_bind():
     with pytest.raises(ValueError, match="matches every label"):
         ExpectedCount(["a", "b"], target=2.0).bind(["a", "b"])
     assert LabelProportion("[!O]*", target=0.3).bind(["O", "B-X", "I-X"]).indices == [1, 2]
+
+
+def test_a_users_constraint_with_counts_only_is_searched_not_linearised() -> None:
+    """A subclass that implements only ``_counts`` (the minimal protocol) is not linear:
+    ConstraintSet searches rerank k-best labelings for it (it crashed with a bare
+    NotImplementedError when linear_counts defaulted to True); one that declares
+    linear_counts without weights is told what is missing."""
+
+    class NoLabelTwice(Constraint):
+        def __init__(self, labels: object) -> None:
+            super().__init__()
+            self._set_labels(labels)
+
+        def _counts(self, labels, lengths, tokens):  # type: ignore[no-untyped-def]
+            hits = (labels == self.indices[0]) & (torch.arange(labels.shape[1]) < lengths[:, None])
+            return (hits.sum(1) > 1).view(-1, 1)
+
+    class Declared(NoLabelTwice):
+        linear_counts = True
+
+    assert NoLabelTwice.linear_counts is False and Declared.linear_counts is True
+    rule = ConstraintSet([NoLabelTwice("b")]).bind(["a", "b", "c"])
+    potentials = torch.zeros(1, 3, 3, 3)
+    lengths = torch.tensor([3])
+    folded, left = rule.fold_penalties(potentials, lengths)  # not folded: left to a search
+    assert torch.equal(folded, potentials) and left.names == rule.names
+    assert rule.counts(torch.tensor([[1, 0, 1]]), lengths).tolist() == [[1.0]]
+    with pytest.raises(NotImplementedError, match=r"linear_counts is set, but neither "
+                       r"_count_node_weights nor _count_weights gives the counts as weights"):
+        Declared("b").bind(["a", "b", "c"]).features(None, lengths)
+    # CoDL takes it (its guided search reranks k-best labelings with the counts)
+    from structssl.scorers import LinearChainScorer
+    from structssl.training import CoDLModule
+
+    CoDLModule(LinearChain(3), LinearChainScorer(3, input_dim=2), ConstraintSet([NoLabelTwice("b")]))

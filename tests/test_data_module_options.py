@@ -274,6 +274,47 @@ def test_a_users_build_gets_named_errors_for_wrong_keys_and_empty_sequences() ->
         named.setup()
 
 
+def test_a_users_build_gets_named_errors_for_keys_values_and_widths() -> None:
+    """What failed later inside batching or the first objective, with a position in a shuffled
+    batch for a name (a user test: NaN put in labeled example 3 was reported as "example 13"),
+    is refused at setup, naming the split and the example."""
+    def ex(n: int, d: int = 3) -> dict:
+        return {"inputs": torch.ones(n, d), "labels": torch.zeros(n, dtype=torch.long)}
+
+    def splits(**given: list) -> dict:
+        return {"labeled": [ex(2)] * 4, "unlabeled": [], "dev": [], "test": [], **given}
+
+    nan = ex(4)
+    nan["inputs"][2, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"_Built: the labeled example 3 has nan in 'inputs' at "
+                       r"\[2, 1\]; inputs must be finite numbers"):
+        _Built(splits(labeled=[ex(2)] * 3 + [nan])).setup()
+    inf = {"inputs": ex(2)["inputs"]}
+    inf["inputs"][0, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"the unlabeled example 1 has inf in 'inputs' at \[0, 0\]"):
+        _Built(splits(unlabeled=[{"inputs": torch.ones(2, 3)}, inf])).setup()
+    with pytest.raises(ValueError, match=r"_Built: 'inputs' of the test example 0 has shape \(5, 2\), "
+                       r"and of the labeled example 0 \(n, 3\); dense per-position inputs need one "
+                       r"width"):
+        _Built(splits(test=[ex(5, 2)])).setup()
+    with pytest.raises(ValueError, match=r"_Built: the dev example 1 has the keys \['inputs'\], and "
+                       r"example 0 \['inputs', 'labels'\]; every example of a split needs the same "
+                       r"keys \(dev and test examples need 'labels'\)"):
+        _Built(splits(dev=[ex(2), {"inputs": torch.ones(2, 3)}])).setup()
+    short = dict(ex(3), labels=torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"_Built: the labeled example 4 has per-position tensors of "
+                       r"different lengths \{'inputs': 3, 'labels': 2\}"):
+        _Built(splits(labeled=[ex(2)] * 4 + [short])).setup()
+    floats = dict(ex(3), labels=torch.zeros(3))
+    with pytest.raises(ValueError, match=r"_Built: 'labels' of the labeled example 1 has dtype "
+                       r"torch.float32, and of example 0 torch.int64"):
+        _Built(splits(labeled=[ex(2), floats])).setup()
+    # index (sparse) inputs may differ in width: the collate pads them
+    sparse = [{"inputs": torch.zeros(2, k, dtype=torch.long), "labels": torch.zeros(2, dtype=torch.long)}
+              for k in (1, 3)]
+    _Built(splits(labeled=sparse)).setup()
+
+
 def test_the_base_model_sizes_give_num_labels_and_the_dense_input_dim() -> None:
     def ex(n: int, dtype: torch.dtype) -> dict:
         return {"inputs": torch.zeros(n, 3, dtype=dtype), "labels": torch.zeros(n, dtype=torch.long)}

@@ -35,6 +35,7 @@ def test_own_model_doc_runs_as_written(tmp_path: Path, monkeypatch: pytest.Monke
     torch.set_num_threads(before)
     assert namespace["accuracy"] > 0.8, namespace["accuracy"]  # Gaussian HMM, 20 labeled
     assert namespace["micro_f1"] > 0.8, namespace["micro_f1"]  # the ARFF file's two labels
+    assert namespace["codl_accuracy"] > 0.8, namespace["codl_accuracy"]  # CoDL, own constraint
     again, model = namespace["again"], namespace["model"]
     for name, value in model.state_dict().items():
         torch.testing.assert_close(again.state_dict()[name], value, equal_nan=True)

@@ -137,6 +137,20 @@ def run(
         ).fit(x, y, lengths)
         model = qp
         out.update(iterations=len(qp.history_), dual=qp.dual_, converged=qp.converged_)
+        if not qp.converged_:
+            import warnings
+
+            stop = (f"--time_limit {time_limit:g} s" if time_limit is not None
+                    and qp.history_ and qp.history_[-1].get("time", 0.0) > time_limit
+                    else f"its {qp.max_iter} iterations")
+            last = qp.history_[-1] if qp.history_ else {}
+            warnings.warn(
+                f"structssl baselines: the cutting-plane QP stopped at {stop} before meeting "
+                f"--epsilon {epsilon:g} (primal {last.get('primal', float('nan')):.6g}, dual "
+                f"{qp.dual_:.6g}): the weights are not the QP's optimum, and the JSON says "
+                "\"converged\": false (raise --time_limit, or --epsilon)",
+                stacklevel=2,
+            )
     else:
         raise ValueError(f"method must be one of one_slack, n_slack, perceptron; got {method!r}")
     out.update(

@@ -62,6 +62,21 @@ class Constraint:
     #: counts/indicators depend on the tokens
     needs_tokens: bool = False
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """A subclass that implements only :meth:`_counts` (neither count weights method nor
+        :meth:`features`, and no ``linear_counts`` of its own) has counts that are not known to
+        be linear: the searches handle it by k-best reranking instead of asking for features."""
+        super().__init_subclass__(**kwargs)
+        if "linear_counts" in cls.__dict__:
+            return
+        declared = [k for k in cls.__mro__[1:-1] if "linear_counts" in k.__dict__
+                    and not k.__dict__.get("_linear_counts_found", False) and k is not Constraint]
+        if not declared:  # no class between it and Constraint says: found from the methods
+            cls.linear_counts = not (cls._count_node_weights is Constraint._count_node_weights
+                                     and cls._count_weights is Constraint._count_weights
+                                     and cls.features is Constraint.features)
+            cls._linear_counts_found = True
+
     def __init__(self, hard: bool = False, weight: float = 1.0, name: Optional[str] = None) -> None:
         if not isinstance(hard, bool):
             raise TypeError(f"hard must be a bool; got {type(hard).__name__}")
@@ -321,7 +336,12 @@ class Constraint:
         return None
 
     def _count_weights(self, tokens: Optional[Tokens], lengths: Tensor, n: int, c: int) -> tuple[Tensor, Tensor]:
-        raise NotImplementedError
+        """Counts as edge weights (B, d, N, C, C) and offset (B, d), for counts that need edges."""
+        raise NotImplementedError(
+            f"{self.name}: linear_counts is set, but neither _count_node_weights nor "
+            "_count_weights gives the counts as weights: implement one, or set "
+            "linear_counts = False"
+        )
 
     def _indicator_weights(self, tokens: Optional[Tokens], lengths: Tensor, n: int, c: int) -> tuple[Tensor, Tensor]:
         raise NotImplementedError

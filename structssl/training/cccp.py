@@ -963,6 +963,8 @@ class CCCPModule(StructuredModule):
         self._precondition(opt, batch)
         for _ in range(self.steps_per_batch):
             opt.step(closure=closure)
+        if self._leave_zero(opt):
+            opt.step(closure=closure)
         inner = (self.current_epoch - self.supervised_epochs) % self.inner_epochs
         if guard and inner == self.inner_epochs - 1:
             closure()  # the final iterate's bound, then back to the best one

@@ -92,7 +92,7 @@ class CoDLModule(LabelSwitchingModule):
         self,
         structure: Structure,
         scorer: nn.Module,
-        constraints: Optional[ConstraintSet] = None,
+        constraints: ConstraintSet,
         loss: Optional[nn.Module] = None,
         C: float = 1.0,
         Cu: Optional[float] = None,

@@ -905,6 +905,41 @@ class StructuredModule(pl.LightningModule):
         self.restore_resumed_rng()  # (if the data module did not)
         self._epoch_track = _new_epoch_track()
 
+    #: the standard deviation of the start :meth:`_leave_zero` draws when L-BFGS cannot leave
+    #: all-zero weights (the configs' ``init_std`` of margin losses)
+    STALL_INIT_STD: ClassVar[float] = 0.01
+
+    def _leave_zero(self, optimizer: Any) -> bool:
+        """After the fit's first L-BFGS step: when every trained weight is still exactly 0 (L-BFGS
+        took no step), start them from N(0, STALL_INIT_STD^2) (torch's seeded RNG), clear
+        L-BFGS's state, warn, and return True (the caller steps again); else False.
+
+        A loss that scores violators found by a decoding (the structured hinge, nabla-SVM's and
+        nabla-TSVM's k-best, ...) is a maximum over labelings, and at w = 0 every labeling
+        ties: its gradient there is no descent direction, and L-BFGS's line search stays at 0.
+        Smooth losses (CRF likelihood) leave 0 at the first step and never get here."""
+        if self.optimizer_name != "lbfgs" or getattr(self, "_zero_checked", False):
+            return False
+        self._zero_checked = True
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.requires_grad]
+        if not params or any(bool(p.detach().any()) for p in params):
+            return False
+        from pytorch_lightning.utilities.rank_zero import rank_zero_warn
+
+        with torch.no_grad():
+            for p in params:
+                p.normal_(0.0, self.STALL_INIT_STD)
+        optimizer.state.clear()
+        losses = " + ".join(type(loss).__name__ for loss in self.losses()) or "this objective"
+        rank_zero_warn(
+            f"{type(self).__name__}: L-BFGS made no step from all-zero weights (with {losses}, "
+            "a maximum over labelings, every labeling ties at w = 0 and the gradient is no "
+            "descent direction); "
+            f"the weights start from N(0, {self.STALL_INIT_STD}^2) instead: set the scorer's "
+            f"init_std (e.g. {self.STALL_INIT_STD}) to choose the start"
+        )
+        return True
+
     def labeled_term(self, batch: Batch) -> Tensor:
         """``mean_i l_i`` over a labeled batch, for procedures whose objective is
         ``||w||^2 / (2n) + C mean_i l_i [+ C_u (m/n) mean_j u_j]`` (they set
@@ -975,6 +1010,8 @@ class StructuredModule(pl.LightningModule):
         counts = _lbfgs_counts(opt)
         self._precondition(opt, batch)
         opt.step(closure=closure)
+        if self._leave_zero(opt):
+            opt.step(closure=closure)
         terms = last["terms"]
         labeled, _ = self._split(batch)
         chunks = as_chunks(labeled)

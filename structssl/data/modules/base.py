@@ -131,6 +131,57 @@ def _check_lengths(owner: str, splits: dict[str, list[Example]]) -> None:
                     )
 
 
+def _check_examples(owner: str, splits: dict[str, list[Example]], padded: bool) -> None:
+    """Refuse, naming the split and the example, what would fail later inside batching or the
+    first objective with a batch position for a name: examples of one split with other keys
+    (e.g. a dev example without ``labels``), a float tensor holding NaN or +-inf, and (``padded``:
+    the padding collate) dense per-position inputs of another width than the first example's,
+    across every split (one model reads them all)."""
+    widths: dict[str, tuple[str, int, tuple[int, ...]]] = {}
+    for split, examples in splits.items():
+        keys = sorted(examples[0]) if examples else []
+        for i, ex in enumerate(examples):
+            if sorted(ex) != keys:
+                raise user_error(
+                    f"{owner}: the {split} example {i} has the keys {sorted(ex)}, and example 0 "
+                    f"{keys}; every example of a split needs the same keys (dev and test "
+                    "examples need 'labels')"
+                )
+            lengths = {k: int(v.shape[0]) for k, v in ex.items()
+                       if padded and k in _SEQUENCE_KEYS and isinstance(v, Tensor) and v.dim() > 0}
+            if len(set(lengths.values())) > 1:
+                raise user_error(
+                    f"{owner}: the {split} example {i} has per-position tensors of different "
+                    f"lengths {lengths}; they need one length, the example's"
+                )
+            for key, value in ex.items():
+                head = examples[0][key]
+                if isinstance(value, Tensor) and isinstance(head, Tensor) and value.dtype != head.dtype:
+                    raise user_error(
+                        f"{owner}: {key!r} of the {split} example {i} has dtype {value.dtype}, and "
+                        f"of example 0 {head.dtype}; every example needs one dtype per key"
+                    )
+                if not isinstance(value, Tensor) or not value.is_floating_point():
+                    continue
+                finite = torch.isfinite(value)
+                if not bool(finite.all()):
+                    where = (~finite).nonzero()[0].tolist()
+                    bad = value[tuple(where)].item()
+                    raise user_error(
+                        f"{owner}: the {split} example {i} has {bad} in {key!r} at {where}; "
+                        "inputs must be finite numbers"
+                    )
+                if padded and key in _SEQUENCE_KEYS and value.dim() > 1:
+                    first = widths.setdefault(key, (split, i, tuple(value.shape[1:])))
+                    if tuple(value.shape[1:]) != first[2]:
+                        raise user_error(
+                            f"{owner}: {key!r} of the {split} example {i} has shape "
+                            f"{tuple(value.shape)}, and of the {first[0]} example {first[1]} "
+                            f"(n, {', '.join(map(str, first[2]))}); dense per-position inputs "
+                            "need one width in every example of every split"
+                        )
+
+
 def _check_stackable(owner: str, splits: dict[str, list[Example]]) -> None:
     """Under the padding collate, refuse a tensor key outside the padded per-position keys
     whose shape differs between the examples of a split (it is stacked, and would fail inside
@@ -422,7 +473,9 @@ class SemiSupervisedDataModule(pl.LightningDataModule):
                     f"{sorted(expected)} (empty lists allowed); got {got}"
                 )
             _check_lengths(type(self).__name__, splits)
-            if type(self).collate is SemiSupervisedDataModule.collate:
+            padded = type(self).collate is SemiSupervisedDataModule.collate
+            _check_examples(type(self).__name__, splits, padded)
+            if padded:
                 _check_stackable(type(self).__name__, splits)
                 _check_label_range(type(self).__name__, splits, self.num_labels)
             names = getattr(self, "label_names", None)
