@@ -76,6 +76,33 @@ class ToyMultiLabelDataModule(SemiSupervisedDataModule):
         return {key: torch.stack([e[key] for e in examples]) for key in examples[0]}
 
 
+class _Pixels(SemiSupervisedDataModule):
+    """Words of 0/1 pixels (OCR-like): a margin loss's L-BFGS takes no step from w = 0."""
+
+    num_labels = 4
+
+    def build(self) -> dict[str, list[dict[str, torch.Tensor]]]:
+        from structssl.data.modules.base import with_index
+
+        gen = torch.Generator().manual_seed(0)
+        prototypes = (torch.rand(4, 12, generator=gen) < 0.4).double()
+
+        def word() -> dict[str, torch.Tensor]:
+            y = torch.randint(0, 4, (5,), generator=gen)
+            noise = (torch.rand(5, 12, generator=gen) < 0.2).double()
+            return {"inputs": ((prototypes[y] + noise) > 0).double(), "labels": y}
+
+        return {"labeled": with_index([word() for _ in range(21)]), "unlabeled": [],
+                "dev": with_index([word() for _ in range(3)]), "test": []}
+
+
+class _RankSeeds(pl.Callback):
+    """Seeds torch's RNG by the rank at fit start: the ranks' draws differ."""
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        torch.manual_seed(100 + trainer.global_rank)
+
+
 def _hmm(two_view: bool = False) -> SyntheticHMMDataModule:
     return SyntheticHMMDataModule(
         num_train=20, num_labeled=7, num_dev=5, num_test=5, num_states=3, length=6, dim=4,
@@ -135,6 +162,12 @@ def build(
     lbfgs = dict(lbfgs_max_iter=8)
     if name == "supervised":
         return SupervisedModule(chain, LinearChainScorer(3, input_dim=4), **lbfgs), _hmm(), []
+    if name == "zero_start":  # L-BFGS stalls at w = 0: every rank starts from rank 0's draw
+        from structssl.losses import StructuredHingeLoss
+
+        model = SupervisedModule(LinearChain(4), LinearChainScorer(4, input_dim=12),
+                                 StructuredHingeLoss(), **lbfgs)
+        return model, _Pixels(), [_RankSeeds()]
     if name == "in_order":  # an unshuffled data module: its order, epoch after epoch
         data = SyntheticHMMDataModule(num_train=9, num_labeled=9, num_dev=2, num_test=2,
                                       num_states=3, length=4, dim=4, shuffle=False)
@@ -264,7 +297,7 @@ REFUSING = ["cccp", "label_switching", "codl_plus"]
 @pytest.fixture(scope="module")
 def two_process_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("ddp")
-    result = _run_two_processes(SHARDED + REFUSING, out)
+    result = _run_two_processes(SHARDED + REFUSING + ["zero_start"], out)
     return out, result.stdout
 
 
@@ -283,6 +316,22 @@ def test_two_processes_end_with_one_process_weights(
             assert torch.equal(rank0[key], rank1[key]), f"{name}: ranks differ on {key}"
             diff = float((rank0[key] - value).abs().max())
             assert diff < 1e-5, f"{name}: {key} differs from 1 process by {diff}"
+
+
+def test_a_stalled_zero_start_is_drawn_once_for_every_rank(
+    two_process_runs: tuple[Path, str]
+) -> None:
+    """A margin loss's first L-BFGS step leaves w = 0 (every labeling ties), so the fit draws a
+    start: rank 0's, broadcast, so that the ranks (whose RNGs differ here) keep one model; each
+    drawing its own made them diverge."""
+    out, log = two_process_runs
+    files = [out / f"zero_start.rank{r}.pt" for r in (0, 1)]
+    assert all(f.is_file() for f in files), f"zero_start: no weights from both ranks\n{log[-4000:]}"
+    rank0, rank1 = (torch.load(f) for f in files)
+    scorer = [key for key in rank0 if key.startswith("scorer")]
+    assert scorer and all(bool(rank0[key].any()) for key in scorer)  # it left 0
+    for key in scorer:
+        assert torch.equal(rank0[key], rank1[key]), f"ranks differ on {key}"
 
 
 def test_chunked_full_batch_is_sharded(two_process_runs: tuple[Path, str]) -> None:

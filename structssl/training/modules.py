@@ -926,9 +926,12 @@ class StructuredModule(pl.LightningModule):
             return False
         from pytorch_lightning.utilities.rank_zero import rank_zero_warn
 
+        trainer = self._trainer
         with torch.no_grad():
             for p in params:
                 p.normal_(0.0, self.STALL_INIT_STD)
+                if trainer is not None and trainer.world_size > 1:  # every rank rank 0's start
+                    p.copy_(trainer.strategy.broadcast(p.detach().clone(), src=0))
         optimizer.state.clear()
         losses = " + ".join(type(loss).__name__ for loss in self.losses()) or "this objective"
         rank_zero_warn(
