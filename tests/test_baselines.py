@@ -118,11 +118,14 @@ def test_scorer_feature_map_rows_in_blocks(monkeypatch: pytest.MonkeyPatch) -> N
     y = y * (torch.arange(5) < lengths.unsqueeze(1))
     scorer = LinearChainScorer(num_labels=3, input_dim=2, start_end=True, validate=False).double()
     fmap = ScorerFeatureMap(scorer, LinearChain(3))
-    whole = fmap.psi(x, y, lengths).toarray()
+    monkeypatch.setattr(ScorerFeatureMap, "MAX_BLOCK", 8)
+    whole = fmap.psi(x, y, lengths).toarray()  # one block of 8
     per_example = 5 * 3 * 3 + 2 * 3 + 2 * 3  # the (1, N, C, C) edges, start and end of one example
     for k in (1, 3, 5):  # blocks of k examples: k^2 * per_example elements
         monkeypatch.setattr(ScorerFeatureMap, "BLOCK_ELEMENTS", k * k * per_example)
         np.testing.assert_allclose(fmap.psi(x, y, lengths).toarray(), whole, rtol=0, atol=1e-12)
+    monkeypatch.undo()  # the default: blocks of at most MAX_BLOCK (4) examples
+    np.testing.assert_allclose(fmap.psi(x, y, lengths).toarray(), whole, rtol=0, atol=1e-12)
 
 
 def test_hinge_objective_matches_structured_hinge_loss() -> None:

@@ -141,6 +141,29 @@ def test_baselines_subcommand_runs_from_a_config(
     assert 0.0 <= result["test"]["token_accuracy"] <= 1.0 and result["primal"] > 0.0
 
 
+def test_the_ocr_baseline_config_runs_on_the_real_letters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """configs/baselines/cutting_plane_ocr.yaml (the QP on OCR letters; benchmarks/README.md
+    times it), shrunk: it parses, takes its sizes from the data and runs."""
+    import json
+
+    from structssl.data.paths import resolve_data_dir
+
+    try:
+        root = resolve_data_dir()
+    except FileNotFoundError:
+        pytest.skip("real data directory not found")
+    if not (root / "ocr_letters_taskar").is_dir():
+        pytest.skip("the OCR letters are not in the data directory")
+    config = BASELINE_CONFIG.parent / "cutting_plane_ocr.yaml"
+    assert main(["baselines", "--config", str(config), "--data.init_args.num_labeled", "5",
+                 "--data.init_args.num_dev", "10", "--data.init_args.num_test", "10",
+                 "--epsilon", "0.1"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["dim"] == 128 * 26 + 26 + 26 * 26 + 2 * 26 and result["converged"]
+
+
 def test_baselines_subcommand_rejects_unknown_method() -> None:
     with pytest.raises(SystemExit):
         main(["baselines", "--config", str(BASELINE_CONFIG),

@@ -300,6 +300,11 @@ class ScorerFeatureMap(JointFeatureMap):
     #: elements of the per-example potential gradients one batched backward may hold (float64:
     #: 256 MB); blocks of examples keep ``psi`` under it
     BLOCK_ELEMENTS = 2**25
+    #: the most examples of one batched backward: each of its k gradients runs back through the
+    #: whole block, so a block costs k^2 examples' backward (100 OCR words, 4,082 weights: one
+    #: block of 100 took 4.7 s a call, blocks of 4 0.05 s; CoNLL-2002, 100 sentences, 950,625
+    #: weights: 2.0 s -> 1.1 s)
+    MAX_BLOCK = 4
 
     def psi(self, inputs: Tensor, labels: Tensor, lengths: Optional[Tensor] = None) -> sp.csr_matrix:
         """``Psi(x_i, y_i)`` rows (B, d): the gradients of each example's score in ``w``.
@@ -307,15 +312,16 @@ class ScorerFeatureMap(JointFeatureMap):
         The per-example gradients of a block of k examples come from one batched backward pass
         (``is_grads_batched``), so the scorer's forward may check its inputs (no ``vmap`` runs
         through it); that pass holds k gradients of the block's potentials (k^2 examples'
-        worth), so k is chosen to keep it under :attr:`BLOCK_ELEMENTS` (one block for small
-        batches; a whole OCR training fold at once took 22 GB). Float64 CSR.
+        worth) and costs as many examples' backward, so k is at most :attr:`MAX_BLOCK` and
+        keeps it under :attr:`BLOCK_ELEMENTS` (a whole OCR training fold at once took 22 GB).
+        Float64 CSR.
         """
         b = labels.shape[0]
         with torch.no_grad():
             first = as_tuple(self._call(self._params(torch.zeros(self.dim, dtype=torch.float64)),
                                         inputs[:1], None if lengths is None else lengths[:1]))
         per_example = max(sum(int(t.numel()) for t in first), 1)
-        k = max(1, min(b, math.isqrt(self.BLOCK_ELEMENTS // per_example)))
+        k = max(1, min(b, self.MAX_BLOCK, math.isqrt(self.BLOCK_ELEMENTS // per_example)))
         blocks = []
         for start in range(0, b, k):
             part = slice(start, start + k)
