@@ -164,6 +164,28 @@ def test_the_ocr_baseline_config_runs_on_the_real_letters(
     assert result["dim"] == 128 * 26 + 26 + 26 * 26 + 2 * 26 and result["converged"]
 
 
+def test_the_conll_baseline_config_runs_on_own_tagged_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """configs/baselines/cutting_plane_conll.yaml with its README'd overrides on files of another
+    tag set and scheme (BIOES): the task, tags and scheme come from the data, so the dev split is
+    scored with span F1 read in BIOES."""
+    import json
+
+    sentences = ["Ana S-PER\nvive O\nen O\nSan B-LOC\nJosé E-LOC\n. O\n",
+                 "Luis S-PER\ncome O\n. O\n", "Eva B-PER\nRuiz E-PER\nlee O\n"]
+    for name in ("t.bioes", "d.bioes"):
+        (tmp_path / name).write_text("\n".join(sentences * 3), encoding="utf-8")
+    config = BASELINE_CONFIG.parent / "cutting_plane_conll.yaml"
+    assert main(["baselines", "--config", str(config),
+                 f"--data.init_args.train_file={tmp_path / 't.bioes'}",
+                 f"--data.init_args.dev_file={tmp_path / 'd.bioes'}",
+                 "--data.init_args.num_labeled", "null", "--data.init_args.max_dev", "null"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["num_labeled"] == 9 and result["converged"]
+    assert {"span_f1", "token_accuracy", "exact_match"} <= set(result["dev"])
+
+
 def test_baselines_subcommand_rejects_unknown_method() -> None:
     with pytest.raises(SystemExit):
         main(["baselines", "--config", str(BASELINE_CONFIG),

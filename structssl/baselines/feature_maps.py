@@ -219,7 +219,9 @@ class ChainFeatureMap(JointFeatureMap):
 
 
 class ScorerFeatureMap(JointFeatureMap):
-    """The joint feature map of any linear scorer, for any structure (dense rows, small d).
+    """The joint feature map of any linear scorer, for any structure: ``Psi`` by autograd
+    (dense rows, small d), or in closed form for a ``LinearChainScorer`` over sparse or dense
+    inputs (sparse rows at any d).
 
     ``w`` is the concatenation of the scorer's parameters in ``named_parameters()`` order
     (flattened). The scorer must be linear in its parameters (``potentials(a w) = a
@@ -246,6 +248,31 @@ class ScorerFeatureMap(JointFeatureMap):
         self.dim = int(sum(self._sizes))
         if self.dim == 0:
             raise ValueError("scorer must have parameters; got none")
+        self._closed = self._closed_form(scorer, structure)
+
+    @staticmethod
+    def _closed_form(
+        scorer: nn.Module, structure: Structure
+    ) -> Optional[tuple[ChainFeatureMap, bool]]:
+        """For a :class:`~structssl.scorers.LinearChainScorer` over sparse or dense inputs on a
+        :class:`LinearChain`: its Psi in closed form, a :class:`ChainFeatureMap` (the same
+        layout: emission weights (F, C) row-major, bias, transitions [previous, next]) and
+        whether the start and end columns follow; else None (Psi by autograd)."""
+        from structssl.scorers import LinearChainScorer
+
+        if type(scorer) is not LinearChainScorer or not isinstance(structure, LinearChain):
+            return None
+        emission, head = scorer.emission, scorer.head
+        if emission is None or head is None or emission.kind == "num_words":
+            return None
+        names = [name for name, _ in scorer.named_parameters()]
+        layout = ["emission.weight", "emission.bias", "head.transition", "head.start", "head.end"]
+        if names != [name for name in layout if name in names]:
+            return None
+        sizes = {emission.kind: emission.size}
+        fmap = ChainFeatureMap(scorer.num_labels, bias=emission.bias is not None,
+                               transitions=head.transition is not None, **sizes)
+        return fmap, head.start is not None
 
     def _params(self, w: Tensor) -> dict[str, Tensor]:
         return {
@@ -316,6 +343,8 @@ class ScorerFeatureMap(JointFeatureMap):
         keeps it under :attr:`BLOCK_ELEMENTS` (a whole OCR training fold at once took 22 GB).
         Float64 CSR.
         """
+        if self._closed is not None:
+            return self._closed_psi(inputs, labels, lengths)
         b = labels.shape[0]
         with torch.no_grad():
             first = as_tuple(self._call(self._params(torch.zeros(self.dim, dtype=torch.float64)),
@@ -328,6 +357,33 @@ class ScorerFeatureMap(JointFeatureMap):
             blocks.append(self._psi_block(inputs[part], labels[part],
                                           None if lengths is None else lengths[part]))
         return blocks[0] if len(blocks) == 1 else sp.vstack(blocks, format="csr")
+
+    def _closed_psi(
+        self, inputs: Tensor, labels: Tensor, lengths: Optional[Tensor]
+    ) -> sp.csr_matrix:
+        """Psi of a :class:`~structssl.scorers.LinearChainScorer` in closed form: the chain's
+        emission, bias and transition counts, then a one-hot of the first and of the last label
+        (start and end weights)."""
+        assert self._closed is not None
+        fmap, start_end = self._closed
+        rows = fmap.psi(inputs, labels, lengths)
+        if not start_end:
+            return rows
+        b, n = labels.shape
+        lengths = torch.full((b,), n, dtype=torch.long) if lengths is None else lengths.cpu().long()
+        y = labels.cpu().long()
+        ends = (lengths - 1).clamp(min=0)
+        some = (lengths > 0).numpy()
+        c = fmap.num_labels
+        first = y[:, 0].numpy() if n else np.zeros(b, dtype=np.int64)
+        last = y.gather(1, ends.view(-1, 1)).flatten().numpy() if n else np.zeros(b, dtype=np.int64)
+        examples = np.arange(b)[some]
+        extra = sp.csr_matrix(
+            (np.ones(2 * len(examples)),
+             (np.concatenate([examples, examples]), np.concatenate([first[some], c + last[some]]))),
+            shape=(b, 2 * c),
+        )
+        return sp.hstack([rows, extra], format="csr")
 
     def _psi_block(self, inputs: Tensor, labels: Tensor, lengths: Optional[Tensor]) -> sp.csr_matrix:
         b = labels.shape[0]
