@@ -409,7 +409,9 @@ def _cli_class() -> Any:
             threads = config.get("num_threads")
             if threads is not None:
                 if threads < 1:
-                    raise ValueError(f"num_threads must be an int >= 1; got {threads}")
+                    from structssl.data.modules.base import user_error
+
+                    raise user_error(f"--num_threads must be an int >= 1; got {threads}")
                 torch.set_num_threads(threads)
             trainer = config["trainer"]
             if trainer.get("logger") in (None, True):

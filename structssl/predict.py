@@ -130,6 +130,24 @@ def _conllu_unannotated(reader: TaggingFormat, path: Path) -> Optional[str]:
     return None if blank == 0 else "all" if blank == words else "some"
 
 
+def _missing_class(err: BaseException) -> Optional[tuple[str, str]]:
+    """``(class path, import error)`` when ``err`` (jsonargparse's instantiation of a saved
+    config) comes from a class that cannot be imported; else None."""
+    import re
+
+    named, seen = None, set()
+    current: Optional[BaseException] = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        found = re.findall(r"class_path '([^']+)'", str(current))
+        if found:
+            named = found[-1]
+        if isinstance(current, ImportError):
+            return (repr(named) if named else "a class", f"{type(current).__name__}: {current}")
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def load_model(path: PathLike, map_location: str = "cpu") -> Any:
     """The trained procedure (a ``LightningModule``) of a checkpoint or a run directory.
 
@@ -172,7 +190,16 @@ def load_model(path: PathLike, map_location: str = "cpu") -> Any:
         )
     module_name, _, name = class_path.rpartition(".")
     cls = getattr(importlib.import_module(module_name), name)
-    model = cls.load_from_checkpoint(file, map_location=map_location)
+    try:
+        model = cls.load_from_checkpoint(file, map_location=map_location)
+    except Exception as err:  # a class of the user's own in the saved config, not importable
+        missing = _missing_class(err)
+        if missing is None:
+            raise
+        raise ValueError(
+            f"{file}: the model's configuration names {missing[0]}, which cannot be imported "
+            f"({missing[1]}); put its module on PYTHONPATH, as for the fit"
+        ) from None
     # weights trained in float64 (--trainer.precision 64-true) stay float64: the model is built
     # in float32, which load_from_checkpoint copied them into
     params = dict(model.named_parameters())

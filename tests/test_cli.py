@@ -186,6 +186,26 @@ def test_the_conll_baseline_config_runs_on_own_tagged_files(
     assert {"span_f1", "token_accuracy", "exact_match"} <= set(result["dev"])
 
 
+@pytest.mark.parametrize("args, message", [
+    (["baselines", "--config", str(BASELINE_CONFIG), "--time_limit", "0"],
+     "structssl baselines: --time_limit must be a number > 0 or None; got 0.0"),
+    (["baselines", "--config", str(BASELINE_CONFIG), "--C", "-1"],
+     "structssl baselines: --C must be a number > 0; got -1.0"),
+    (["baselines", "--config", str(BASELINE_CONFIG), "--method", "perceptron", "--epochs", "0"],
+     "structssl baselines: --epochs must be an int >= 1; got 0"),
+    (["fit", f"--config={QUICKSTART}", "--num_threads", "0"],
+     "structssl fit: --num_threads must be an int >= 1; got 0"),
+])
+def test_a_refused_option_value_is_one_line(
+    args: list, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Option values the objects refuse were tracebacks of 20 lines (a user test)."""
+    if args[0] == "fit":
+        args = [*args, f"--trainer.default_root_dir={tmp_path}"]
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip() == message
+
+
 def test_baselines_subcommand_rejects_unknown_method() -> None:
     with pytest.raises(SystemExit):
         main(["baselines", "--config", str(BASELINE_CONFIG),

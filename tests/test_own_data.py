@@ -677,6 +677,24 @@ def test_predict_command_matches_test_metric(corpus: dict[str, Any], run_dir: Pa
         assert abs(tested - span_f1) < 0.01
 
 
+def test_predict_names_a_class_of_the_saved_config_that_cannot_be_imported(
+    corpus: dict[str, Any], run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model whose saved config names a class of the user's own (a constraint, a scorer) that
+    is not importable where predict runs: one line naming the class and PYTHONPATH, not a
+    270-line traceback (a user test)."""
+    ckpt = torch.load(run_dir / "checkpoints" / "best.ckpt", weights_only=True)
+    ckpt["hyper_parameters"]["scorer"]["class_path"] = "mymodule_not_there.MyScorer"
+    torch.save(ckpt, tmp_path / "moved.ckpt")
+    assert main(["predict", "--model", str(tmp_path / "moved.ckpt"), "--input",
+                 str(corpus["root"] / "NEW.txt"), "--output", str(tmp_path / "p.conll")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.endswith("the model's configuration names 'mymodule_not_there.MyScorer', which "
+                        "cannot be imported (ModuleNotFoundError: No module named "
+                        "'mymodule_not_there'); put its module on PYTHONPATH, as for the fit")
+
+
 def test_predict_scores_in_batches_and_sets_threads(corpus: dict[str, Any], run_dir: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """predict's score is the same whatever its batch size (the spans are scored in

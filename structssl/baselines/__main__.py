@@ -32,6 +32,7 @@ from structssl.baselines.cutting_plane import CuttingPlaneSSVM
 from structssl.baselines.feature_maps import ScorerFeatureMap
 from structssl.baselines.perceptron import StructuredPerceptron
 from structssl.data import SemiSupervisedDataModule
+from structssl.data.modules.base import user_error
 from structssl.metrics import Task, metric_scheme, task_metrics
 from structssl.structures.base import Structure, resolve_sizes
 
@@ -127,30 +128,22 @@ def run(
     fmap.check_linear(x[:4], None if lengths is None else lengths[:4])
     start = time.perf_counter()
     out: dict[str, Any] = {"method": method}
+    try:  # the options' values: refused on one line, named as the command line names them
+        learner: Any = (
+            StructuredPerceptron(fmap, epochs=epochs) if method == "perceptron"
+            else CuttingPlaneSSVM(fmap, C=C, formulation=method, rescaling=rescaling,
+                                  epsilon=epsilon, time_limit=time_limit)
+            if method in ("one_slack", "n_slack") else None
+        )
+    except ValueError as err:
+        raise user_error(f"--{err}") from None
     if method == "perceptron":
-        model: Baseline = StructuredPerceptron(fmap, epochs=epochs).fit(x, y, lengths)
+        model: Baseline = learner.fit(x, y, lengths)
         out["iterations"] = len(model.history_)
     elif method in ("one_slack", "n_slack"):
-        qp = CuttingPlaneSSVM(
-            fmap, C=C, formulation=method, rescaling=rescaling, epsilon=epsilon,
-            time_limit=time_limit,
-        ).fit(x, y, lengths)
+        qp = learner.fit(x, y, lengths)
         model = qp
         out.update(iterations=len(qp.history_), dual=qp.dual_, converged=qp.converged_)
-        if not qp.converged_:
-            import warnings
-
-            stop = (f"--time_limit {time_limit:g} s" if time_limit is not None
-                    and qp.history_ and qp.history_[-1].get("time", 0.0) > time_limit
-                    else f"its {qp.max_iter} iterations")
-            last = qp.history_[-1] if qp.history_ else {}
-            warnings.warn(
-                f"structssl baselines: the cutting-plane QP stopped at {stop} before meeting "
-                f"--epsilon {epsilon:g} (primal {last.get('primal', float('nan')):.6g}, dual "
-                f"{qp.dual_:.6g}): the weights are not the QP's optimum, and the JSON says "
-                "\"converged\": false (raise --time_limit, or --epsilon)",
-                stacklevel=2,
-            )
     else:
         raise ValueError(f"method must be one of one_slack, n_slack, perceptron; got {method!r}")
     out.update(
@@ -159,6 +152,19 @@ def run(
         dim=fmap.dim,
         primal=model.objective(x, y, lengths, C=C),
     )
+    if method != "perceptron" and not out["converged"]:
+        import warnings
+
+        history = model.history_
+        timed_out = time_limit is not None and bool(history) and history[-1]["time"] > time_limit
+        stop = f"--time_limit {time_limit:g} s" if timed_out else f"its {model.max_iter} iterations"
+        warnings.warn(
+            f"structssl baselines: the cutting-plane QP stopped at {stop} before meeting "
+            f"--epsilon {epsilon:g} (primal {out['primal']:.6g} at the weights returned, dual "
+            f"{out['dual']:.6g}): the weights are not the QP's optimum, and the JSON says "
+            "\"converged\": false (raise --time_limit, or --epsilon)",
+            stacklevel=2,
+        )
     for split in ("dev", "test"):
         batch = _batch(data, split)
         if batch is not None:
