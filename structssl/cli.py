@@ -490,10 +490,15 @@ def _cli_class() -> Any:
             saved_format = getattr(self.datamodule, "saved_format", None)
             if not callable(saved_format) or (saved.get("data_format") or {}).get("kind") != "tagging":
                 return None
-            if saved_format() == saved["data_format"]:
+            now, then = saved_format(), saved["data_format"]
+            if now == then:
                 return None
-            return (f"--ckpt_path {ckpt_path}: the tags and features built now from the data files "
-                    "differ from the checkpoint's (give the fit's --data.train_file, "
+            scheme = ""
+            if now.get("scheme") != then.get("scheme"):  # e.g. IOB1 files for a BILOU model
+                scheme = (f"the files are read as tag scheme {now.get('scheme')!r} and the "
+                          f"checkpoint's as {then.get('scheme')!r} (--data.tag_scheme); ")
+            return (f"--ckpt_path {ckpt_path}: {scheme}the tags and features built now from the "
+                    "data files differ from the checkpoint's (give the fit's --data.train_file, "
                     "--data.unlabeled_file and --data.dev_file); "
                     "to score a tagged file with the checkpoint's own features: structssl predict "
                     f"--model {ckpt_path} --input FILE --output PREDICTIONS")

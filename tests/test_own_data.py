@@ -265,6 +265,20 @@ def test_fit_token_accuracy_is_predicts_in_other_schemes(tmp_path: Path, scheme:
         assert float(bio.compute()) > fit_acc
 
 
+def test_a_file_in_another_scheme_than_the_models_is_named(tmp_path: Path) -> None:
+    """IOB1 dev tags for a BILOU training file are ill-formed BILOU: the warning says the file's
+    own tags read as IOB1 (a user test gave a BILOU model an IOB1 file: only 'ill-formed')."""
+    (tmp_path / "t.bilou").write_text("Ana U-PER\nvive O\nen O\nSan B-LOC\nJosé L-LOC\n\n"
+                                      "Luis U-PER\nlee O\n\n", encoding="utf-8")
+    (tmp_path / "d.iob1").write_text("Eva I-PER\nvive O\nen O\nSan I-LOC\nJosé I-LOC\n\n",
+                                     encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"d.iob1: 1 sentence\(s\) with ill-formed BILOU tags.*; "
+                      r"the file's own tags read as IOB1: is it in another scheme than the model's "
+                      r"BILOU\?"):
+        CoNLLDataModule(train_file=str(tmp_path / "t.bilou"),
+                        dev_file=str(tmp_path / "d.iob1")).setup()
+
+
 def test_plain_tags_give_token_accuracy(tmp_path: Path) -> None:
     (tmp_path / "pos.txt").write_text("El DA\nperro NC\ncome VM\n\nLa DA\ngata NC\n\n")
     dm = CoNLLDataModule(train_file=str(tmp_path / "pos.txt"), dev_file=None, test_file=None)
@@ -766,6 +780,11 @@ def test_test_and_validate_refuse_what_would_give_a_silent_or_wrong_score(
          "structssl test: `structssl test` evaluates a trained model: pass --ckpt_path"),
         (["validate", f"--data.train_file={root / 'TRAIN.conll'}", f"--ckpt_path={best}"],
          "structssl validate: the data module has no dev examples to evaluate: pass --data.dev_file FILE"),
+        # the fit's files read in another scheme (a user test: IOB1 files for a BILOU model)
+        (["test", f"--data.train_file={root / 'TRAIN.conll'}", f"--data.dev_file={root / 'DEV.conll'}",
+          f"--data.test_file={root / 'NEW.conll'}", "--data.tag_scheme=iob1", f"--ckpt_path={best}"],
+         f"structssl test: --ckpt_path {best}: the files are read as tag scheme 'iob1' and the "
+         "checkpoint's as 'bio' (--data.tag_scheme); the tags and features built now"),
     ]
     for args, message in cases:
         assert main([args[0], *common, *args[1:]]) == 2

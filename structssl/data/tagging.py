@@ -328,11 +328,15 @@ class TaggingFormat:
             out.append(seq if keep_tags else dataclasses.replace(seq, labels=tuple(bio)))
         if malformed:
             line, tag, expected = malformed[0]
+            own = detect_scheme(seq.labels or () for seq in sequences)
+            other = (f"; the file's own tags read as {own.upper()}: is it in another scheme than "
+                     f"the model's {scheme.upper()}?" if self.scheme is not None and own != scheme
+                     and own != "plain" else "")
             warnings.warn(
                 f"{path}: {len(malformed)} sentence(s) with ill-formed {scheme.upper()} tags, the "
                 f"first at line {line} ({tag!r} where a well-formed sequence of the same spans has "
                 f"{expected!r}); read as conlleval reads them (spans by their B- and I- prefixes; "
-                "a tag that does not continue a span of its type starts one)",
+                f"a tag that does not continue a span of its type starts one){other}",
                 stacklevel=2,
             )
         if self.scheme is None:
