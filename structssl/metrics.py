@@ -56,6 +56,8 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric, MetricCollection
 
+from structssl.data.tag_schemes import SCHEMES
+
 __all__ = [
     "TokenAccuracy",
     "SpanF1",
@@ -71,8 +73,8 @@ __all__ = [
 ]
 
 _O, _B, _I = 0, 1, 2
-#: the span tag schemes (:mod:`structssl.data.tag_schemes`) the metrics of BIO tags read them as
-SPAN_SCHEMES = ("bio", "iob1", "bioes", "bilou", "io")
+#: the span tag schemes of :mod:`structssl.data.tag_schemes` the metrics of BIO tags read them as
+SPAN_SCHEMES: tuple[str, ...] = tuple(scheme for scheme in SCHEMES if scheme != "plain")
 
 
 def _shape(x: object) -> object:

@@ -23,6 +23,7 @@ pytest.importorskip("pytorch_lightning")
 
 import pytorch_lightning as pl  # noqa: E402
 
+from pixel_words import PixelWords  # noqa: E402
 from processes import cpu_ddp_strategy, run_script  # noqa: E402
 from structssl.data import (  # noqa: E402
     CoNLLDataModule,
@@ -74,26 +75,6 @@ class ToyMultiLabelDataModule(SemiSupervisedDataModule):
     @staticmethod
     def collate(examples: list[dict[str, torch.Tensor]]) -> dict[str, Any]:
         return {key: torch.stack([e[key] for e in examples]) for key in examples[0]}
-
-
-class _Pixels(SemiSupervisedDataModule):
-    """Words of 0/1 pixels (OCR-like): a margin loss's L-BFGS takes no step from w = 0."""
-
-    num_labels = 4
-
-    def build(self) -> dict[str, list[dict[str, torch.Tensor]]]:
-        from structssl.data.modules.base import with_index
-
-        gen = torch.Generator().manual_seed(0)
-        prototypes = (torch.rand(4, 12, generator=gen) < 0.4).double()
-
-        def word() -> dict[str, torch.Tensor]:
-            y = torch.randint(0, 4, (5,), generator=gen)
-            noise = (torch.rand(5, 12, generator=gen) < 0.2).double()
-            return {"inputs": ((prototypes[y] + noise) > 0).double(), "labels": y}
-
-        return {"labeled": with_index([word() for _ in range(21)]), "unlabeled": [],
-                "dev": with_index([word() for _ in range(3)]), "test": []}
 
 
 class _RankSeeds(pl.Callback):
@@ -167,7 +148,8 @@ def build(
 
         model = SupervisedModule(LinearChain(4), LinearChainScorer(4, input_dim=12),
                                  StructuredHingeLoss(), **lbfgs)
-        return model, _Pixels(), [_RankSeeds()]
+        data = PixelWords(num_labeled=21, num_dev=3, dtype=torch.float64)
+        return model, data, [_RankSeeds()]
     if name == "in_order":  # an unshuffled data module: its order, epoch after epoch
         data = SyntheticHMMDataModule(num_train=9, num_labeled=9, num_dev=2, num_test=2,
                                       num_states=3, length=4, dim=4, shuffle=False)

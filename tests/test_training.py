@@ -13,13 +13,12 @@ import torch
 
 pl = pytest.importorskip("pytorch_lightning")
 
+from pixel_words import PixelWords  # noqa: E402
 from structssl.data import (  # noqa: E402
     CoNLLDataModule,
-    SemiSupervisedDataModule,
     SyntheticHMMDataModule,
     split_pool,
 )
-from structssl.data.modules.base import with_index  # noqa: E402
 from structssl.losses import (  # noqa: E402
     CRFNLLLoss,
     NablaCoSVMLoss,
@@ -286,24 +285,6 @@ def test_supervised_any_loss(loss: Any) -> None:
     _trainer(fast_dev_run=True).fit(module, _data())
 
 
-class _Pixels(SemiSupervisedDataModule):
-    """Words of 5 letters, each 12 noisy 0/1 pixels of its letter's prototype (as OCR data)."""
-
-    num_labels = 4
-
-    def build(self) -> dict[str, list[Any]]:
-        gen = torch.Generator().manual_seed(0)
-        prototypes = (torch.rand(4, 12, generator=gen) < 0.4).float()
-
-        def word() -> dict[str, Any]:
-            y = torch.randint(0, 4, (5,), generator=gen)
-            noise = (torch.rand(5, 12, generator=gen) < 0.2).float()
-            return {"inputs": ((prototypes[y] + noise) > 0).float(), "labels": y}
-
-        return {"labeled": with_index([word() for _ in range(20)]), "unlabeled": [],
-                "dev": with_index([word() for _ in range(5)]), "test": []}
-
-
 @pytest.mark.parametrize(
     "loss", [StructuredHingeLoss(), NablaSVMLoss()], ids=lambda x: type(x).__name__
 )
@@ -315,11 +296,11 @@ def test_lbfgs_leaves_all_zero_weights_of_a_margin_loss(loss: Any) -> None:
     module = SupervisedModule(LinearChain(4), LinearChainScorer(4, input_dim=12), loss)
     with pytest.warns(UserWarning, match=r"L-BFGS made no step from all-zero weights \(with "
                       rf"{type(loss).__name__}, .* set the scorer's init_std"):
-        _trainer(max_epochs=2).fit(module, _Pixels())
+        _trainer(max_epochs=2).fit(module, PixelWords())
     assert all(bool(p.any()) for p in module.scorer.parameters())
     stuck = SupervisedModule(LinearChain(4), LinearChainScorer(4, input_dim=12), loss)
     stuck._zero_checked = True  # the check off: the fit stays at 0, as before
-    _trainer(max_epochs=2).fit(stuck, _Pixels())
+    _trainer(max_epochs=2).fit(stuck, PixelWords())
     assert not any(bool(p.any()) for p in stuck.scorer.parameters())
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
@@ -128,33 +129,27 @@ def run(
     fmap.check_linear(x[:4], None if lengths is None else lengths[:4])
     start = time.perf_counter()
     out: dict[str, Any] = {"method": method}
+    if method not in ("one_slack", "n_slack", "perceptron"):
+        raise ValueError(f"method must be one of one_slack, n_slack, perceptron; got {method!r}")
     try:  # the options' values: refused on one line, named as the command line names them
-        learner: Any = (
+        learner: Baseline = (
             StructuredPerceptron(fmap, epochs=epochs) if method == "perceptron"
             else CuttingPlaneSSVM(fmap, C=C, formulation=method, rescaling=rescaling,
                                   epsilon=epsilon, time_limit=time_limit)
-            if method in ("one_slack", "n_slack") else None
         )
     except ValueError as err:
         raise user_error(f"--{err}") from None
-    if method == "perceptron":
-        model: Baseline = learner.fit(x, y, lengths)
-        out["iterations"] = len(model.history_)
-    elif method in ("one_slack", "n_slack"):
-        qp = learner.fit(x, y, lengths)
-        model = qp
-        out.update(iterations=len(qp.history_), dual=qp.dual_, converged=qp.converged_)
-    else:
-        raise ValueError(f"method must be one of one_slack, n_slack, perceptron; got {method!r}")
+    model = learner.fit(x, y, lengths)
+    out["iterations"] = len(model.history_)
+    if isinstance(model, CuttingPlaneSSVM):
+        out.update(dual=model.dual_, converged=model.converged_)
     out.update(
         fit_time_s=time.perf_counter() - start,
         num_labeled=int(y.shape[0]),
         dim=fmap.dim,
         primal=model.objective(x, y, lengths, C=C),
     )
-    if method != "perceptron" and not out["converged"]:
-        import warnings
-
+    if isinstance(model, CuttingPlaneSSVM) and not model.converged_:
         history = model.history_
         timed_out = time_limit is not None and bool(history) and history[-1]["time"] > time_limit
         stop = f"--time_limit {time_limit:g} s" if timed_out else f"its {model.max_iter} iterations"

@@ -382,21 +382,16 @@ class StructuredModule(pl.LightningModule):
         # the metrics read the tags as the data's scheme writes them back, as structssl predict
         # scores its output: in IO adjacent spans of one type are one span, in BIOES B-X before
         # O is S-X
-        self._span_scheme = self._data_scheme()
-        self.train_metrics = task_metrics(task, "train/", self.tags, self._span_scheme)
-        self.val_metrics = task_metrics(task, "val/", self.tags, self._span_scheme)
-        self.test_metrics = task_metrics(task, "test/", self.tags, self._span_scheme)
-
-    def _data_scheme(self) -> str:
-        """The tag scheme the metrics read the BIO tags in: :attr:`data_format`'s span scheme
-        (``iob1``, ``bioes``, ``bilou``, ``io``), else ``"bio"``."""
-        return metric_scheme(self.data_format)
+        self._metric_scheme = metric_scheme(self.data_format)
+        self.train_metrics = task_metrics(task, "train/", self.tags, self._metric_scheme)
+        self.val_metrics = task_metrics(task, "val/", self.tags, self._metric_scheme)
+        self.test_metrics = task_metrics(task, "test/", self.tags, self._metric_scheme)
 
     def _adopt_format(self, data_format: dict[str, Any] | None) -> None:
         """Keep the data format of the fit (the data module's, or a checkpoint's); the metrics
         are rebuilt when its tag scheme changes how they read the tags."""
         self.data_format = data_format
-        if self.task == "bio" and self._data_scheme() != self._span_scheme:
+        if self.task == "bio" and metric_scheme(data_format) != self._metric_scheme:
             self._set_task(self.task)
 
     def _save_configuration(self) -> None:
