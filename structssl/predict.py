@@ -130,6 +130,13 @@ def _conllu_unannotated(reader: TaggingFormat, path: Path) -> Optional[str]:
     return None if blank == 0 else "all" if blank == words else "some"
 
 
+def _length_batches(lengths: Seq[int], size: int) -> Iterable[list[int]]:
+    """The indices of ``lengths`` in batches of at most ``size``, shortest first (little
+    padding)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    return (order[start : start + size] for start in range(0, len(order), size))
+
+
 def _missing_class(err: BaseException) -> Optional[tuple[str, str]]:
     """``(class path, import error)`` when ``err`` (jsonargparse's instantiation of a saved
     config) comes from a class that cannot be imported; else None."""
@@ -346,10 +353,8 @@ class Tagger:
             raise ValueError(f"kbest must be an int >= 1; got {kbest!r}")
         sentences = self._records(sentences)
         model, structure = self.model, self.model.structure
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
         out: list[Optional[TaggedSentence]] = [None] * len(sentences)
-        for start in range(0, len(order), self.batch_size):
-            ids = order[start : start + self.batch_size]
+        for ids in _length_batches([len(s) for s in sentences], self.batch_size):
             batch = collate_sequences(
                 [{**self.format.encode(sentences[i], with_labels=False),
                   "tokens": sentences[i].tokens} for i in ids],
@@ -589,9 +594,7 @@ class Tagger:
             true = [torch.tensor([index[t] for t in labels]) for labels in gold_bio]
             f1 = SpanF1(tags + unseen)
             # length-sorted batches: one padded batch of a whole corpus is mostly padding
-            order = sorted(range(len(pred)), key=lambda i: len(pred[i]))
-            for start in range(0, len(order), self.batch_size):
-                ids = order[start : start + self.batch_size]
+            for ids in _length_batches([len(p) for p in pred], self.batch_size):
                 preds, lengths = pad_sequences([pred[i] for i in ids])
                 target, _ = pad_sequences([true[i] for i in ids])
                 f1.update(preds, target, lengths=lengths)
